@@ -1,0 +1,407 @@
+//! Frame codec. Decoding checks the frame size against frame_max before waiting for (or
+//! allocating) the payload, checks the frame-end octet, and parses method arguments and content
+//! headers with amq-protocol. Content header properties are also kept as raw bytes so they can
+//! be forwarded untouched. Encoding writes straight into the connection's output buffer; the
+//! per-delivery frames (deliver, get-ok, return, ack/nack, content) are laid out here by hand to
+//! keep that path free of intermediate structures.
+
+use crate::error::{AmqpError, AmqpResult};
+use amq_protocol::frame::parsing::parse_content_header;
+use amq_protocol::protocol::{parse_class, AMQPClass, BasicProperties};
+use bytes::{Buf, BufMut, Bytes, BytesMut};
+
+/// Frame type octets.
+pub const FRAME_METHOD: u8 = 1;
+/// Content header frame.
+pub const FRAME_HEADER: u8 = 2;
+/// Content body frame.
+pub const FRAME_BODY: u8 = 3;
+/// Heartbeat frame.
+pub const FRAME_HEARTBEAT: u8 = 8;
+/// Frame-end octet.
+pub const FRAME_END: u8 = 0xCE;
+/// Bytes a frame adds around its payload.
+pub const FRAME_OVERHEAD: usize = 8;
+
+/// A decoded frame.
+#[derive(Debug)]
+pub enum Frame {
+    /// A method.
+    Method(u16, Box<AMQPClass>),
+    /// A content header.
+    Header(u16, Box<ContentHeader>),
+    /// A content body fragment.
+    Body(u16, Bytes),
+    /// A heartbeat (the channel should be 0).
+    Heartbeat(u16),
+    /// A well-framed method the broker refuses (unknown method, basic.qos with a
+    /// prefetch_size); the stream stays in sync.
+    Refused(u16, AmqpError),
+}
+
+/// A parsed content header with its raw property bytes.
+#[derive(Debug)]
+pub struct ContentHeader {
+    /// Class of the content (60 for basic).
+    pub class_id: u16,
+    /// Total body size.
+    pub body_size: u64,
+    /// Parsed properties.
+    pub properties: BasicProperties,
+    /// Property flags and values exactly as received.
+    pub raw_properties: Bytes,
+}
+
+/// Decodes one frame from `buf`, or returns None when more bytes are needed.
+pub fn decode(buf: &mut BytesMut, frame_max: u32) -> AmqpResult<Option<Frame>> {
+    if buf.len() < 7 {
+        return Ok(None);
+    }
+    let kind = buf[0];
+    let channel = u16::from_be_bytes([buf[1], buf[2]]);
+    let size = u32::from_be_bytes([buf[3], buf[4], buf[5], buf[6]]) as usize;
+    if !matches!(
+        kind,
+        FRAME_METHOD | FRAME_HEADER | FRAME_BODY | FRAME_HEARTBEAT
+    ) {
+        return Err(AmqpError::frame_error(format!(
+            "type {kind}, first 16 octets = {:?}",
+            &buf[..buf.len().min(16)]
+        )));
+    }
+    if frame_max != 0 && size + FRAME_OVERHEAD > frame_max as usize {
+        return Err(AmqpError::frame_error(format!(
+            "frame size {} exceeds frame_max {frame_max}",
+            size + FRAME_OVERHEAD
+        )));
+    }
+    if buf.len() < 7 + size + 1 {
+        buf.reserve(7 + size + 1 - buf.len());
+        return Ok(None);
+    }
+    if buf[7 + size] != FRAME_END {
+        return Err(AmqpError::frame_error(format!(
+            "frame end octet is {:#04x}, not 0xce",
+            buf[7 + size]
+        )));
+    }
+    buf.advance(7);
+    let payload = buf.split_to(size).freeze();
+    buf.advance(1);
+    Ok(Some(match kind {
+        FRAME_METHOD => match refusal(&payload) {
+            Some(e) => Frame::Refused(channel, e),
+            None => Frame::Method(channel, Box::new(decode_method(&payload)?)),
+        },
+        FRAME_HEADER => Frame::Header(channel, Box::new(decode_header(payload)?)),
+        FRAME_BODY => Frame::Body(channel, payload),
+        _ => Frame::Heartbeat(channel),
+    }))
+}
+
+/// Checks what amq-protocol's types cannot carry: unknown methods, and basic.qos's
+/// prefetch_size (which its `Qos` drops but RabbitMQ refuses when non-zero).
+fn refusal(payload: &[u8]) -> Option<AmqpError> {
+    if payload.len() < 4 {
+        return None;
+    }
+    let ids = (
+        u16::from_be_bytes([payload[0], payload[1]]),
+        u16::from_be_bytes([payload[2], payload[3]]),
+    );
+    if !known_method(ids) {
+        return Some(
+            AmqpError::command_invalid(format!("unknown method class {} method {}", ids.0, ids.1))
+                .with_method(ids.0, ids.1),
+        );
+    }
+    if ids == (60, 10) && payload.len() >= 8 {
+        let size = u32::from_be_bytes([payload[4], payload[5], payload[6], payload[7]]);
+        if size != 0 {
+            return Some(
+                AmqpError::not_implemented(format!("prefetch_size!=0 ({size})"))
+                    .with_method(60, 10),
+            );
+        }
+    }
+    None
+}
+
+fn decode_method(payload: &[u8]) -> AmqpResult<AMQPClass> {
+    if payload.len() < 4 {
+        return Err(AmqpError::frame_error(format!("cannot decode {payload:?}")));
+    }
+    match parse_class(payload) {
+        Ok(([], class)) => Ok(class),
+        Ok(_) => Err(AmqpError::frame_error(
+            "cannot decode method: trailing bytes",
+        )),
+        Err(nom::Err::Incomplete(_)) => Err(AmqpError::frame_error(
+            "cannot decode method: arguments truncated",
+        )),
+        Err(_) => Err(AmqpError::syntax_error("cannot decode method arguments")),
+    }
+}
+
+fn decode_header(payload: Bytes) -> AmqpResult<ContentHeader> {
+    match parse_content_header(&payload[..]) {
+        Ok(([], h)) => Ok(ContentHeader {
+            class_id: h.class_id,
+            body_size: h.body_size,
+            properties: h.properties,
+            raw_properties: payload.slice(12..),
+        }),
+        Ok(_) => Err(AmqpError::frame_error(
+            "cannot decode content header: trailing bytes",
+        )),
+        Err(nom::Err::Incomplete(_)) => Err(AmqpError::frame_error(
+            "cannot decode content header: truncated",
+        )),
+        Err(_) => Err(AmqpError::syntax_error(
+            "cannot decode content header properties",
+        )),
+    }
+}
+
+/// Whether (class, method) is an AMQP 0-9-1 method.
+fn known_method((class, method): (u16, u16)) -> bool {
+    let methods: &[u16] = match class {
+        10 => &[10, 11, 20, 21, 30, 31, 40, 41, 50, 51, 60, 61, 70, 71],
+        20 => &[10, 11, 20, 21, 40, 41],
+        30 => &[10, 11],
+        40 => &[10, 11, 20, 21, 30, 31, 40, 51],
+        50 => &[10, 11, 20, 21, 30, 31, 40, 41, 50, 51],
+        60 => &[
+            10, 11, 20, 21, 30, 31, 40, 50, 60, 70, 71, 72, 80, 90, 100, 110, 111, 120,
+        ],
+        85 => &[10, 11],
+        90 => &[10, 11, 20, 21, 30, 31],
+        _ => &[],
+    };
+    methods.contains(&method)
+}
+
+fn begin(out: &mut BytesMut, kind: u8, channel: u16) -> usize {
+    out.put_u8(kind);
+    out.put_u16(channel);
+    let at = out.len();
+    out.put_u32(0);
+    at
+}
+
+fn finish(out: &mut BytesMut, at: usize) {
+    let len = (out.len() - at - 4) as u32;
+    out[at..at + 4].copy_from_slice(&len.to_be_bytes());
+    out.put_u8(FRAME_END);
+}
+
+fn put_short_str(out: &mut BytesMut, s: &str) {
+    let b = s.as_bytes();
+    let n = b.len().min(255);
+    out.put_u8(n as u8);
+    out.put_slice(&b[..n]);
+}
+
+/// Encodes any method with amq-protocol's generator.
+pub fn encode_method(out: &mut BytesMut, channel: u16, method: &AMQPClass) {
+    let at = begin(out, FRAME_METHOD, channel);
+    // Generation only fails on a full fixed buffer, which a Vec never is.
+    if let Ok(buf) = cookie_factory::gen_simple(
+        amq_protocol::protocol::gen_class(method),
+        Vec::with_capacity(64),
+    ) {
+        out.put_slice(&buf);
+    }
+    finish(out, at);
+}
+
+/// Encodes a heartbeat frame.
+pub fn encode_heartbeat(out: &mut BytesMut) {
+    out.put_slice(&[FRAME_HEARTBEAT, 0, 0, 0, 0, 0, 0, FRAME_END]);
+}
+
+/// Encodes the content header and body frames of a message.
+pub fn encode_content(
+    out: &mut BytesMut,
+    channel: u16,
+    raw_properties: &[u8],
+    body: &[u8],
+    frame_max: u32,
+) {
+    let at = begin(out, FRAME_HEADER, channel);
+    out.put_u16(60);
+    out.put_u16(0);
+    out.put_u64(body.len() as u64);
+    out.put_slice(raw_properties);
+    finish(out, at);
+    let chunk = (frame_max as usize).saturating_sub(FRAME_OVERHEAD).max(1);
+    for part in body.chunks(chunk) {
+        out.reserve(part.len() + FRAME_OVERHEAD);
+        let at = begin(out, FRAME_BODY, channel);
+        out.put_slice(part);
+        finish(out, at);
+    }
+}
+
+/// Fields of basic.deliver.
+pub struct DeliverFields<'a> {
+    /// Consumer tag.
+    pub consumer_tag: &'a str,
+    /// Delivery tag.
+    pub delivery_tag: u64,
+    /// Redelivered flag.
+    pub redelivered: bool,
+    /// Exchange.
+    pub exchange: &'a str,
+    /// Routing key.
+    pub routing_key: &'a str,
+}
+
+/// Encodes basic.deliver (without content).
+pub fn encode_deliver(out: &mut BytesMut, channel: u16, f: &DeliverFields<'_>) {
+    let at = begin(out, FRAME_METHOD, channel);
+    out.put_u16(60);
+    out.put_u16(60);
+    put_short_str(out, f.consumer_tag);
+    out.put_u64(f.delivery_tag);
+    out.put_u8(u8::from(f.redelivered));
+    put_short_str(out, f.exchange);
+    put_short_str(out, f.routing_key);
+    finish(out, at);
+}
+
+/// Encodes basic.get-ok (without content).
+pub fn encode_get_ok(
+    out: &mut BytesMut,
+    channel: u16,
+    delivery_tag: u64,
+    redelivered: bool,
+    exchange: &str,
+    routing_key: &str,
+    message_count: u32,
+) {
+    let at = begin(out, FRAME_METHOD, channel);
+    out.put_u16(60);
+    out.put_u16(71);
+    out.put_u64(delivery_tag);
+    out.put_u8(u8::from(redelivered));
+    put_short_str(out, exchange);
+    put_short_str(out, routing_key);
+    out.put_u32(message_count);
+    finish(out, at);
+}
+
+/// Encodes basic.return (without content).
+pub fn encode_return(
+    out: &mut BytesMut,
+    channel: u16,
+    code: u16,
+    text: &str,
+    exchange: &str,
+    routing_key: &str,
+) {
+    let at = begin(out, FRAME_METHOD, channel);
+    out.put_u16(60);
+    out.put_u16(50);
+    out.put_u16(code);
+    put_short_str(out, text);
+    put_short_str(out, exchange);
+    put_short_str(out, routing_key);
+    finish(out, at);
+}
+
+/// Encodes a publisher-confirm basic.ack or basic.nack.
+pub fn encode_confirm(
+    out: &mut BytesMut,
+    channel: u16,
+    ack: bool,
+    delivery_tag: u64,
+    multiple: bool,
+) {
+    let at = begin(out, FRAME_METHOD, channel);
+    out.put_u16(60);
+    out.put_u16(if ack { 80 } else { 120 });
+    out.put_u64(delivery_tag);
+    out.put_u8(u8::from(multiple));
+    finish(out, at);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use amq_protocol::frame::{gen_frame, parsing::parse_frame, AMQPFrame};
+    use amq_protocol::protocol::basic;
+
+    fn frame_bytes(f: &AMQPFrame) -> Vec<u8> {
+        cookie_factory::gen_simple(gen_frame(f), Vec::new()).expect("gen")
+    }
+
+    #[test]
+    fn method_round_trip_and_partial_input() {
+        let m = AMQPClass::Basic(basic::AMQPMethod::Qos(basic::Qos {
+            prefetch_count: 10,
+            global: false,
+        }));
+        let bytes = frame_bytes(&AMQPFrame::Method(3, m.clone()));
+        let mut buf = BytesMut::from(&bytes[..bytes.len() - 1]);
+        assert!(decode(&mut buf, 4096).expect("ok").is_none());
+        buf.put_u8(FRAME_END);
+        match decode(&mut buf, 4096).expect("ok") {
+            Some(Frame::Method(3, c)) => assert_eq!(*c, m),
+            other => panic!("unexpected {other:?}"),
+        }
+        assert!(buf.is_empty());
+    }
+
+    #[test]
+    fn encoders_agree_with_amq_protocol() {
+        let mut out = BytesMut::new();
+        encode_deliver(
+            &mut out,
+            1,
+            &DeliverFields {
+                consumer_tag: "ctag",
+                delivery_tag: 7,
+                redelivered: true,
+                exchange: "x",
+                routing_key: "rk",
+            },
+        );
+        match parse_frame(&out[..]) {
+            Ok((_, AMQPFrame::Method(1, AMQPClass::Basic(basic::AMQPMethod::Deliver(d))))) => {
+                assert_eq!(d.consumer_tag.as_str(), "ctag");
+                assert_eq!(d.delivery_tag, 7);
+                assert!(d.redelivered);
+                assert_eq!(d.routing_key.as_str(), "rk");
+            }
+            other => panic!("unexpected {other:?}"),
+        }
+        let mut out = BytesMut::new();
+        encode_content(&mut out, 2, &[0, 0], b"hello world", 4096 + 8);
+        let mut copy = out.clone();
+        match decode(&mut copy, 0).expect("ok") {
+            Some(Frame::Header(2, h)) => assert_eq!(h.body_size, 11),
+            other => panic!("unexpected {other:?}"),
+        }
+        match decode(&mut copy, 0).expect("ok") {
+            Some(Frame::Body(2, b)) => assert_eq!(&b[..], b"hello world"),
+            other => panic!("unexpected {other:?}"),
+        }
+    }
+
+    #[test]
+    fn bad_frames_are_rejected_before_allocation() {
+        let mut buf = BytesMut::from(&[1u8, 0, 1, 0xff, 0xff, 0xff, 0xff][..]);
+        let e = decode(&mut buf, 131_072).expect_err("too large");
+        assert_eq!(e.code, 501);
+        assert!(buf.capacity() < 1 << 20);
+        let mut buf = BytesMut::from(&[9u8, 0, 0, 0, 0, 0, 0, 0xCE][..]);
+        assert_eq!(decode(&mut buf, 4096).expect_err("type").code, 501);
+        let mut buf = BytesMut::from(&[8u8, 0, 0, 0, 0, 0, 0, 0xAB][..]);
+        assert_eq!(decode(&mut buf, 4096).expect_err("end").code, 501);
+        let mut buf = BytesMut::from(&[1u8, 0, 1, 0, 0, 0, 4, 0, 99, 0, 1, 0xCE][..]);
+        assert!(matches!(decode(&mut buf, 4096), Ok(Some(Frame::Refused(1, e))) if e.code == 503));
+        let mut buf = BytesMut::from(&[1u8, 0, 1, 0, 0, 0, 5, 0, 60, 0, 10, 0, 0xCE][..]);
+        assert_eq!(decode(&mut buf, 4096).expect_err("truncated").code, 501);
+    }
+}

@@ -1,0 +1,597 @@
+//! One client connection after the handshake: the task that reads the socket and owns the
+//! channel table, and the writer task that coalesces everything queued for the socket into few
+//! writes and sends heartbeats. Deliveries from queues arrive in this task's inbox and are
+//! encoded here, where the channel's delivery tags and unacked list live.
+
+use crate::amqp::channel::Channel;
+use crate::amqp::codec::{self, Frame};
+use crate::amqp::handshake::Opened;
+use crate::broker::Broker;
+use crate::error::{code, AmqpError, AmqpResult, Scope};
+use crate::queue::consumer::{ConsumerEvent, ConsumerSink, Delivery, PENDING_WINDOW};
+use crate::queue::QueueRef;
+use crate::vhost::VHost;
+use amq_protocol::protocol::{basic, channel, connection, AMQPClass};
+use bytes::{Bytes, BytesMut};
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
+use tokio::sync::{mpsc, watch};
+use tokio::time::Instant;
+
+/// Output chunks queued for the writer before the connection task waits.
+const WRITER_QUEUE: usize = 16;
+/// How long a closing connection waits for close-ok.
+const CLOSE_TIMEOUT: Duration = Duration::from_secs(3);
+
+/// State of one open connection.
+pub(crate) struct Connection {
+    pub id: u64,
+    pub broker: Arc<Broker>,
+    pub vhost: Arc<VHost>,
+    pub user: String,
+    pub out: BytesMut,
+    pub frame_max: u32,
+    pub channel_max: u16,
+    pub cancel_notify: bool,
+    pub sink: ConsumerSink,
+    pub exclusive_queues: Vec<QueueRef>,
+    pub channels: Vec<Option<Box<Channel>>>,
+    /// Reused buffer of routing results.
+    pub route_buf: Vec<QueueRef>,
+    /// Channels with publishes waiting for their confirm.
+    pub confirm_dirty: Vec<u16>,
+    /// connection.close was sent; waiting for close-ok until this instant.
+    closing: Option<Instant>,
+    /// The connection is finished.
+    done: bool,
+}
+
+/// Runs an opened connection to its end.
+pub(crate) async fn run(
+    broker: Arc<Broker>,
+    opened: Opened,
+    mut rd: OwnedReadHalf,
+    wr: OwnedWriteHalf,
+    mut rbuf: BytesMut,
+    mut shutdown: watch::Receiver<bool>,
+) {
+    let (sink, mut inbox) = mpsc::unbounded_channel();
+    let (wtx, wrx) = mpsc::channel::<Bytes>(WRITER_QUEUE);
+    let heartbeat = Duration::from_secs(u64::from(opened.heartbeat));
+    let writer = tokio::spawn(write_loop(wr, wrx, heartbeat));
+    let mut c = Connection {
+        id: broker.next_id(),
+        broker,
+        vhost: opened.vhost,
+        user: opened.user,
+        out: BytesMut::with_capacity(64 * 1024),
+        frame_max: opened.frame_max,
+        channel_max: opened.channel_max,
+        cancel_notify: opened.cancel_notify,
+        sink,
+        exclusive_queues: Vec::new(),
+        channels: Vec::new(),
+        route_buf: Vec::new(),
+        confirm_dirty: Vec::new(),
+        closing: None,
+        done: false,
+    };
+    let mut last_recv = Instant::now();
+    let mut ticker = tokio::time::interval(if heartbeat.is_zero() {
+        Duration::from_secs(3600)
+    } else {
+        heartbeat
+    });
+    let mut events = Vec::with_capacity(256);
+    while !c.done {
+        let close_deadline = c
+            .closing
+            .unwrap_or_else(|| Instant::now() + Duration::from_secs(3600));
+        tokio::select! {
+            biased;
+            _ = shutdown.changed(), if c.closing.is_none() => {
+                c.close_connection(AmqpError::new(
+                    code::CONNECTION_FORCED,
+                    "broker forced connection closure with reason 'shutdown'",
+                ));
+            }
+            n = inbox.recv_many(&mut events, 256) => {
+                if n == 0 {
+                    break;
+                }
+                for e in events.drain(..) {
+                    c.on_event(e).await;
+                }
+            }
+            r = rd.read_buf(&mut rbuf) => {
+                match r {
+                    Ok(0) | Err(_) => break,
+                    Ok(_) => {
+                        last_recv = Instant::now();
+                        c.on_bytes(&mut rbuf).await;
+                    }
+                }
+            }
+            _ = ticker.tick(), if !heartbeat.is_zero() => {
+                if last_recv.elapsed() > heartbeat * 2 {
+                    tracing::info!(connection = c.id, "missed heartbeats from client, closing");
+                    break;
+                }
+            }
+            _ = tokio::time::sleep_until(close_deadline), if c.closing.is_some() => break,
+        }
+        if !c.out.is_empty() && wtx.send(c.out.split().freeze()).await.is_err() {
+            break;
+        }
+        if rbuf.capacity() > 1 << 20 && rbuf.is_empty() {
+            rbuf = BytesMut::with_capacity(64 * 1024);
+        }
+    }
+    c.cleanup().await;
+    drop(wtx);
+    let _ = tokio::time::timeout(Duration::from_secs(5), writer).await;
+}
+
+/// Writes queued chunks, coalescing what is ready into one write, and heartbeats when idle.
+async fn write_loop(mut wr: OwnedWriteHalf, mut rx: mpsc::Receiver<Bytes>, heartbeat: Duration) {
+    let idle = if heartbeat.is_zero() {
+        Duration::from_secs(3600)
+    } else {
+        heartbeat / 2
+    };
+    let mut chunks = Vec::with_capacity(16);
+    let mut joined = BytesMut::new();
+    loop {
+        match tokio::time::timeout(idle, rx.recv_many(&mut chunks, 64)).await {
+            Ok(0) => break,
+            Ok(_) => {
+                let r = if chunks.len() == 1 {
+                    wr.write_all(&chunks[0]).await
+                } else {
+                    for c in &chunks {
+                        joined.extend_from_slice(c);
+                    }
+                    let r = wr.write_all(&joined).await;
+                    joined.clear();
+                    r
+                };
+                chunks.clear();
+                if r.is_err() {
+                    return;
+                }
+            }
+            Err(_) if !heartbeat.is_zero() => {
+                let mut hb = BytesMut::with_capacity(8);
+                codec::encode_heartbeat(&mut hb);
+                if wr.write_all(&hb).await.is_err() {
+                    return;
+                }
+            }
+            Err(_) => {}
+        }
+    }
+    let _ = wr.shutdown().await;
+}
+
+impl Connection {
+    /// Sends a method frame.
+    pub fn send_method(&mut self, channel: u16, method: AMQPClass) {
+        codec::encode_method(&mut self.out, channel, &method);
+    }
+
+    fn channel_slot(&mut self, id: u16) -> &mut Option<Box<Channel>> {
+        let i = usize::from(id);
+        if self.channels.len() <= i {
+            self.channels.resize_with(i + 1, || None);
+        }
+        &mut self.channels[i]
+    }
+
+    /// The open channel with this id, if any (a closing one is not open).
+    pub fn open_channel(&mut self, id: u16) -> Option<&mut Channel> {
+        match self.channels.get_mut(usize::from(id)) {
+            Some(Some(ch)) if !ch.closing => Some(ch),
+            _ => None,
+        }
+    }
+
+    /// Starts closing the connection with an error.
+    pub fn close_connection(&mut self, e: AmqpError) {
+        if self.closing.is_some() {
+            return;
+        }
+        tracing::debug!(connection = self.id, code = e.code, text = %e.text, "closing connection");
+        self.send_method(
+            0,
+            AMQPClass::Connection(connection::AMQPMethod::Close(connection::Close {
+                reply_code: e.code,
+                reply_text: e.text.as_str().into(),
+                class_id: e.class_id,
+                method_id: e.method_id,
+            })),
+        );
+        self.closing = Some(Instant::now() + CLOSE_TIMEOUT);
+    }
+
+    async fn on_bytes(&mut self, rbuf: &mut BytesMut) {
+        loop {
+            if self.done {
+                return;
+            }
+            match codec::decode(rbuf, self.frame_max) {
+                Ok(Some(frame)) => {
+                    if let Err(e) = self.on_frame(frame).await {
+                        self.fail(e).await;
+                    }
+                }
+                Ok(None) => {
+                    self.flush_confirms();
+                    return;
+                }
+                Err(e) => {
+                    // The stream cannot be resynchronised after a framing error.
+                    rbuf.clear();
+                    self.close_connection(e);
+                    self.done = true;
+                    return;
+                }
+            }
+        }
+    }
+
+    async fn fail(&mut self, e: AmqpError) {
+        match e.scope {
+            Scope::Connection => self.close_connection(e),
+            Scope::Channel => {}
+        }
+    }
+
+    async fn on_frame(&mut self, frame: Frame) -> AmqpResult<()> {
+        if self.closing.is_some() {
+            if let Frame::Method(0, m) = frame {
+                match *m {
+                    AMQPClass::Connection(connection::AMQPMethod::CloseOk(_)) => self.done = true,
+                    AMQPClass::Connection(connection::AMQPMethod::Close(_)) => {
+                        self.send_method(
+                            0,
+                            AMQPClass::Connection(connection::AMQPMethod::CloseOk(
+                                connection::CloseOk {},
+                            )),
+                        );
+                        self.done = true;
+                    }
+                    _ => {}
+                }
+            }
+            return Ok(());
+        }
+        match frame {
+            Frame::Heartbeat(0) => Ok(()),
+            Frame::Heartbeat(ch) => Err(AmqpError::frame_error(format!(
+                "heartbeat frame on channel {ch}"
+            ))),
+            Frame::Method(0, m) => {
+                let (class, method) = (m.get_amqp_class_id(), m.get_amqp_method_id());
+                self.on_connection_method(*m)
+                    .map_err(|e| e.with_method(class, method))
+            }
+            Frame::Method(ch, m) => {
+                let (class, method) = (m.get_amqp_class_id(), m.get_amqp_method_id());
+                self.on_channel_frame(ch, ChannelFrame::Method(m))
+                    .await
+                    .map_err(|e| e.with_method(class, method))
+            }
+            Frame::Refused(ch, e) => {
+                if ch != 0 && e.scope == Scope::Channel {
+                    if let Some(mut c) = self.channel_slot(ch).take() {
+                        self.close_channel(&mut c, e).await;
+                        *self.channel_slot(ch) = Some(c);
+                        return Ok(());
+                    }
+                }
+                Err(e)
+            }
+            Frame::Header(0, _) | Frame::Body(0, _) => {
+                Err(AmqpError::unexpected_frame("content frame on channel 0"))
+            }
+            Frame::Header(ch, h) => self.on_channel_frame(ch, ChannelFrame::Header(h)).await,
+            Frame::Body(ch, b) => self.on_channel_frame(ch, ChannelFrame::Body(b)).await,
+        }
+    }
+
+    fn on_connection_method(&mut self, m: AMQPClass) -> AmqpResult<()> {
+        match m {
+            AMQPClass::Connection(connection::AMQPMethod::Close(_)) => {
+                self.send_method(
+                    0,
+                    AMQPClass::Connection(connection::AMQPMethod::CloseOk(connection::CloseOk {})),
+                );
+                self.done = true;
+                Ok(())
+            }
+            AMQPClass::Connection(connection::AMQPMethod::CloseOk(_)) => {
+                self.done = true;
+                Ok(())
+            }
+            AMQPClass::Connection(connection::AMQPMethod::UpdateSecret(_)) => {
+                self.send_method(
+                    0,
+                    AMQPClass::Connection(connection::AMQPMethod::UpdateSecretOk(
+                        connection::UpdateSecretOk {},
+                    )),
+                );
+                Ok(())
+            }
+            AMQPClass::Connection(connection::AMQPMethod::Blocked(_))
+            | AMQPClass::Connection(connection::AMQPMethod::Unblocked(_)) => Ok(()),
+            AMQPClass::Connection(_) => Err(AmqpError::command_invalid(
+                "connection method not valid after connection.open",
+            )),
+            _ => Err(AmqpError::command_invalid(
+                "non-connection method on channel 0",
+            )),
+        }
+    }
+
+    async fn on_channel_frame(&mut self, id: u16, frame: ChannelFrame) -> AmqpResult<()> {
+        if id > self.channel_max {
+            return Err(AmqpError::not_allowed(format!(
+                "channel number {id} exceeds the negotiated channel_max {}",
+                self.channel_max
+            )));
+        }
+        let slot = self.channel_slot(id).take();
+        let Some(mut ch) = slot else {
+            return match frame {
+                ChannelFrame::Method(m) => match *m {
+                    AMQPClass::Channel(channel::AMQPMethod::Open(_)) => {
+                        *self.channel_slot(id) = Some(Box::new(Channel::new(id)));
+                        self.send_method(
+                            id,
+                            AMQPClass::Channel(channel::AMQPMethod::OpenOk(channel::OpenOk {})),
+                        );
+                        Ok(())
+                    }
+                    AMQPClass::Connection(_) => Err(AmqpError::command_invalid(
+                        "connection method on a non-zero channel",
+                    )),
+                    _ => Err(AmqpError::channel_error("expected 'channel.open'")),
+                },
+                _ => Err(AmqpError::channel_error("expected 'channel.open'")),
+            };
+        };
+        let result = if ch.closing {
+            // After channel.close only close-ok (or a crossing close) matters.
+            if let ChannelFrame::Method(m) = frame {
+                match *m {
+                    AMQPClass::Channel(channel::AMQPMethod::CloseOk(_)) => return Ok(()),
+                    AMQPClass::Channel(channel::AMQPMethod::Close(_)) => {
+                        self.send_method(
+                            id,
+                            AMQPClass::Channel(channel::AMQPMethod::CloseOk(channel::CloseOk {})),
+                        );
+                    }
+                    _ => {}
+                }
+            }
+            Ok(())
+        } else {
+            self.on_open_channel_frame(&mut ch, frame).await
+        };
+        let result = match result {
+            Err(e) if e.scope == Scope::Channel => {
+                self.close_channel(&mut ch, e).await;
+                Ok(())
+            }
+            other => other,
+        };
+        if !ch.finished {
+            *self.channel_slot(id) = Some(ch);
+        }
+        result
+    }
+
+    async fn on_open_channel_frame(
+        &mut self,
+        ch: &mut Channel,
+        frame: ChannelFrame,
+    ) -> AmqpResult<()> {
+        match frame {
+            ChannelFrame::Method(m) => {
+                if ch.content.is_some() {
+                    return Err(AmqpError::unexpected_frame(format!(
+                        "expected content header for class 60, got non content header frame instead on channel {}",
+                        ch.id
+                    )));
+                }
+                self.on_channel_method(ch, *m).await
+            }
+            ChannelFrame::Header(h) => self.on_content_header(ch, h).await,
+            ChannelFrame::Body(b) => self.on_content_body(ch, b).await,
+        }
+    }
+
+    async fn on_channel_method(&mut self, ch: &mut Channel, m: AMQPClass) -> AmqpResult<()> {
+        match m {
+            AMQPClass::Channel(cm) => self.on_channel_class(ch, cm).await,
+            AMQPClass::Exchange(em) => self.on_exchange_method(ch, em),
+            AMQPClass::Queue(qm) => self.on_queue_method(ch, qm).await,
+            AMQPClass::Basic(bm) => self.on_basic_method(ch, bm).await,
+            AMQPClass::Confirm(cm) => self.on_confirm_method(ch, cm),
+            AMQPClass::Tx(tm) => self.on_tx_method(ch, tm).await,
+            AMQPClass::Access(_) => {
+                self.send_method(
+                    ch.id,
+                    AMQPClass::Access(amq_protocol::protocol::access::AMQPMethod::RequestOk(
+                        amq_protocol::protocol::access::RequestOk {},
+                    )),
+                );
+                Ok(())
+            }
+            AMQPClass::Connection(_) => Err(AmqpError::command_invalid(
+                "connection method on a non-zero channel",
+            )),
+        }
+    }
+
+    async fn on_channel_class(
+        &mut self,
+        ch: &mut Channel,
+        m: channel::AMQPMethod,
+    ) -> AmqpResult<()> {
+        match m {
+            channel::AMQPMethod::Open(_) => {
+                Err(AmqpError::channel_error("second 'channel.open' seen"))
+            }
+            channel::AMQPMethod::Close(_) => {
+                self.release_channel(ch).await;
+                self.send_method(
+                    ch.id,
+                    AMQPClass::Channel(channel::AMQPMethod::CloseOk(channel::CloseOk {})),
+                );
+                ch.finished = true;
+                Ok(())
+            }
+            channel::AMQPMethod::CloseOk(_) => Ok(()),
+            channel::AMQPMethod::Flow(f) => {
+                if !f.active {
+                    return Err(AmqpError::not_implemented("active=false"));
+                }
+                self.send_method(
+                    ch.id,
+                    AMQPClass::Channel(channel::AMQPMethod::FlowOk(channel::FlowOk {
+                        active: true,
+                    })),
+                );
+                Ok(())
+            }
+            channel::AMQPMethod::FlowOk(_) => Ok(()),
+            _ => Err(AmqpError::command_invalid("unexpected channel method")),
+        }
+    }
+
+    /// Sends channel.close for a channel error and releases what the channel held.
+    async fn close_channel(&mut self, ch: &mut Channel, e: AmqpError) {
+        tracing::debug!(connection = self.id, channel = ch.id, code = e.code, text = %e.text, "closing channel");
+        self.send_method(
+            ch.id,
+            AMQPClass::Channel(channel::AMQPMethod::Close(channel::Close {
+                reply_code: e.code,
+                reply_text: e.text.as_str().into(),
+                class_id: e.class_id,
+                method_id: e.method_id,
+            })),
+        );
+        self.release_channel(ch).await;
+        ch.closing = true;
+    }
+
+    /// Cancels the channel's consumers and requeues its unacked messages.
+    async fn release_channel(&mut self, ch: &mut Channel) {
+        ch.content = None;
+        for (_, c) in ch.consumers.drain() {
+            c.queue.cancel(c.id).await;
+        }
+        if let Some(tx) = ch.tx.take() {
+            let entries = tx.settles.into_iter().map(|(e, _)| e).collect();
+            ch.restore_unacked(entries);
+        }
+        let entries: Vec<_> = ch.unacked.drain(..).map(|e| (e.queue, e.seq)).collect();
+        for (q, seqs) in crate::amqp::channel::group_by_queue(entries) {
+            q.requeue(seqs).await;
+        }
+    }
+
+    async fn on_event(&mut self, e: ConsumerEvent) {
+        match e {
+            ConsumerEvent::Deliver(d) => self.on_deliver(d).await,
+            ConsumerEvent::Cancelled { channel, tag } => {
+                let notify = self.cancel_notify;
+                let Some(ch) = self.open_channel(channel) else {
+                    return;
+                };
+                if ch.consumers.remove(&tag).is_some() && notify {
+                    self.send_method(
+                        channel,
+                        AMQPClass::Basic(basic::AMQPMethod::Cancel(basic::Cancel {
+                            consumer_tag: tag.as_ref().into(),
+                            nowait: true,
+                        })),
+                    );
+                }
+            }
+        }
+    }
+
+    async fn on_deliver(&mut self, d: Delivery) {
+        if d.pending.fetch_sub(1, Ordering::AcqRel) == PENDING_WINDOW {
+            d.queue.kick();
+        }
+        let frame_max = self.frame_max;
+        let out = &mut self.out;
+        let ch = match self.channels.get_mut(usize::from(d.channel)) {
+            Some(Some(ch)) if !ch.closing && ch.consumers.contains_key(&d.tag) => ch,
+            other => {
+                // Channel closed or consumer cancelled: the message never reached the client.
+                if let Some(Some(ch)) = other {
+                    if !d.no_ack {
+                        ch.limiter.release(1);
+                    }
+                }
+                d.queue
+                    .return_undelivered(d.seq, d.msg, d.redelivered)
+                    .await;
+                return;
+            }
+        };
+        let tag = ch.next_delivery_tag();
+        codec::encode_deliver(
+            out,
+            d.channel,
+            &codec::DeliverFields {
+                consumer_tag: &d.tag,
+                delivery_tag: tag,
+                redelivered: d.redelivered,
+                exchange: d.msg.exchange.as_str(),
+                routing_key: d.msg.routing_key.as_str(),
+            },
+        );
+        codec::encode_content(
+            out,
+            d.channel,
+            d.msg.raw_properties(),
+            d.msg.body(),
+            frame_max,
+        );
+        if !d.no_ack {
+            ch.unacked.push_back(crate::amqp::channel::UnackedEntry {
+                tag,
+                queue: d.queue,
+                seq: d.seq,
+                counted: true,
+            });
+        }
+    }
+
+    /// Releases everything the connection holds: channels, then its exclusive queues.
+    async fn cleanup(&mut self) {
+        let mut chans: Vec<Box<Channel>> = self.channels.drain(..).flatten().collect();
+        for ch in chans.iter_mut() {
+            self.release_channel(ch).await;
+        }
+        for q in std::mem::take(&mut self.exclusive_queues) {
+            let _ = q.delete(false, false).await;
+            self.vhost.forget_queue(&q);
+        }
+    }
+}
+
+/// A frame addressed to a non-zero channel.
+enum ChannelFrame {
+    Method(Box<AMQPClass>),
+    Header(Box<codec::ContentHeader>),
+    Body(Bytes),
+}

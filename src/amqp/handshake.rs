@@ -1,0 +1,276 @@
+//! The opening of a connection: protocol header, start/start-ok (SASL), tune/tune-ok and
+//! connection.open, done in order on the raw socket before the connection's tasks start.
+
+use crate::amqp::codec::{self, Frame};
+use crate::auth;
+use crate::broker::Broker;
+use crate::error::{code, AmqpError};
+use crate::vhost::VHost;
+use amq_protocol::protocol::{connection, AMQPClass};
+use amq_protocol::types::{AMQPValue, FieldTable, LongString};
+use bytes::BytesMut;
+use std::sync::Arc;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
+
+/// What the handshake settled.
+#[derive(Debug)]
+pub(crate) struct Opened {
+    pub user: String,
+    pub vhost: Arc<VHost>,
+    pub frame_max: u32,
+    pub channel_max: u16,
+    pub heartbeat: u16,
+    pub cancel_notify: bool,
+}
+
+/// Why the handshake ended without an open connection.
+#[derive(Debug)]
+pub(crate) enum Refused {
+    /// The socket closed, timed out or sent garbage; nothing more to say.
+    Dropped,
+    /// Send connection.close with this error, then close.
+    Close(AmqpError),
+}
+
+const AMQP_0_9_1: &[u8; 8] = b"AMQP\x00\x00\x09\x01";
+
+fn server_properties(broker: &Broker) -> FieldTable {
+    let mut caps = FieldTable::default();
+    for cap in [
+        "publisher_confirms",
+        "exchange_exchange_bindings",
+        "basic.nack",
+        "consumer_cancel_notify",
+        "connection.blocked",
+        "consumer_priorities",
+        "authentication_failure_close",
+        "per_consumer_qos",
+        "direct_reply_to",
+    ] {
+        caps.insert(cap.into(), AMQPValue::Boolean(true));
+    }
+    let mut p = FieldTable::default();
+    let s = |v: &str| AMQPValue::LongString(LongString::from(v.as_bytes().to_vec()));
+    p.insert("capabilities".into(), AMQPValue::FieldTable(caps));
+    p.insert("cluster_name".into(), s(&broker.config.cluster_name));
+    p.insert("copyright".into(), s("Copyright (c) the Warren authors"));
+    p.insert(
+        "information".into(),
+        s("Licensed under the Apache License 2.0"),
+    );
+    p.insert(
+        "platform".into(),
+        s(&format!(
+            "Rust / tokio ({} {})",
+            std::env::consts::OS,
+            std::env::consts::ARCH
+        )),
+    );
+    p.insert("product".into(), s("Warren"));
+    p.insert("version".into(), s(env!("CARGO_PKG_VERSION")));
+    p
+}
+
+async fn read_frame(
+    rd: &mut OwnedReadHalf,
+    buf: &mut BytesMut,
+    frame_max: u32,
+) -> Result<Frame, Refused> {
+    loop {
+        match codec::decode(buf, frame_max) {
+            Ok(Some(Frame::Heartbeat(_))) => continue,
+            Ok(Some(f)) => return Ok(f),
+            Ok(None) => {}
+            Err(e) => return Err(Refused::Close(e)),
+        }
+        match rd.read_buf(buf).await {
+            Ok(0) | Err(_) => return Err(Refused::Dropped),
+            Ok(_) => {}
+        }
+    }
+}
+
+async fn send(wr: &mut OwnedWriteHalf, method: AMQPClass) -> Result<(), Refused> {
+    let mut out = BytesMut::new();
+    codec::encode_method(&mut out, 0, &method);
+    wr.write_all(&out).await.map_err(|_| Refused::Dropped)
+}
+
+fn expect_connection(f: Frame) -> Result<connection::AMQPMethod, Refused> {
+    match f {
+        Frame::Method(0, m) => match *m {
+            AMQPClass::Connection(c) => Ok(c),
+            _ => Err(Refused::Close(AmqpError::command_invalid(
+                "expected a connection method",
+            ))),
+        },
+        _ => Err(Refused::Close(AmqpError::unexpected_frame(
+            "expected a method frame on channel 0",
+        ))),
+    }
+}
+
+fn capability(props: &FieldTable, name: &str) -> bool {
+    match props.inner().get("capabilities") {
+        Some(AMQPValue::FieldTable(t)) => {
+            matches!(t.inner().get(name), Some(AMQPValue::Boolean(true)))
+        }
+        _ => false,
+    }
+}
+
+/// Reads the protocol header; answers a wrong one with `AMQP 0 0 9 1` as RabbitMQ does.
+/// Returns false when the connection must end.
+pub(crate) async fn protocol_header(rd: &mut OwnedReadHalf, wr: &mut OwnedWriteHalf) -> bool {
+    let mut header = [0u8; 8];
+    if rd.read_exact(&mut header).await.is_err() {
+        return false;
+    }
+    // 0-9-1 itself, and the 0-9 header, which RabbitMQ treats as 0-9-1.
+    if &header == AMQP_0_9_1 || &header == b"AMQP\x01\x01\x00\x09" {
+        return true;
+    }
+    let _ = wr.write_all(AMQP_0_9_1).await;
+    let _ = wr.shutdown().await;
+    false
+}
+
+/// Runs start, tune and open.
+pub(crate) async fn negotiate(
+    broker: &Broker,
+    rd: &mut OwnedReadHalf,
+    wr: &mut OwnedWriteHalf,
+    buf: &mut BytesMut,
+) -> Result<Opened, Refused> {
+    let cfg = &broker.config;
+    send(
+        wr,
+        AMQPClass::Connection(connection::AMQPMethod::Start(connection::Start {
+            version_major: 0,
+            version_minor: 9,
+            server_properties: server_properties(broker),
+            mechanisms: auth::MECHANISMS.into(),
+            locales: "en_US".into(),
+        })),
+    )
+    .await?;
+    let start_ok = match expect_connection(read_frame(rd, buf, cfg.frame_max).await?)? {
+        connection::AMQPMethod::StartOk(s) => s,
+        _ => {
+            return Err(Refused::Close(AmqpError::command_invalid(
+                "expected 'connection.start_ok'",
+            )))
+        }
+    };
+    let mechanism = start_ok.mechanism.as_str().to_owned();
+    let failure_close = capability(&start_ok.client_properties, "authentication_failure_close");
+    let cancel_notify = capability(&start_ok.client_properties, "consumer_cancel_notify");
+    let refused = |detail: String| {
+        if failure_close {
+            Refused::Close(AmqpError::access_refused(detail).on_connection())
+        } else {
+            Refused::Dropped
+        }
+    };
+    if !auth::MECHANISMS.split(' ').any(|m| m == mechanism) {
+        return Err(refused(format!(
+            "unsupported authentication mechanism '{mechanism}'"
+        )));
+    }
+    let user = match auth::parse_response(&mechanism, start_ok.response.as_bytes()) {
+        Some((name, pass))
+            if broker
+                .user(&name)
+                .is_some_and(|u| u.password_matches(&pass)) =>
+        {
+            name
+        }
+        other => {
+            let who = other.map(|(n, _)| n).unwrap_or_default();
+            tracing::warn!(user = %who, "login refused (mechanism {mechanism})");
+            return Err(refused(format!(
+                "Login was refused using authentication mechanism {mechanism}. For details see the broker logfile."
+            )));
+        }
+    };
+    send(
+        wr,
+        AMQPClass::Connection(connection::AMQPMethod::Tune(connection::Tune {
+            channel_max: cfg.channel_max,
+            frame_max: cfg.frame_max,
+            heartbeat: cfg.heartbeat,
+        })),
+    )
+    .await?;
+    let tune_ok = match expect_connection(read_frame(rd, buf, cfg.frame_max).await?)? {
+        connection::AMQPMethod::TuneOk(t) => t,
+        _ => {
+            return Err(Refused::Close(AmqpError::command_invalid(
+                "expected 'connection.tune_ok'",
+            )))
+        }
+    };
+    let frame_max = match tune_ok.frame_max {
+        0 => cfg.frame_max,
+        f if f < 4096 => {
+            return Err(Refused::Close(AmqpError::not_allowed(format!(
+                "frame_max={f} < 4096 min size"
+            ))))
+        }
+        f if f > cfg.frame_max => {
+            return Err(Refused::Close(AmqpError::not_allowed(format!(
+                "frame_max={f} > {} max size",
+                cfg.frame_max
+            ))))
+        }
+        f => f,
+    };
+    let channel_max = match tune_ok.channel_max {
+        0 => cfg.channel_max,
+        c => c.min(cfg.channel_max),
+    };
+    let open = match expect_connection(read_frame(rd, buf, frame_max).await?)? {
+        connection::AMQPMethod::Open(o) => o,
+        _ => {
+            return Err(Refused::Close(AmqpError::command_invalid(
+                "expected 'connection.open'",
+            )))
+        }
+    };
+    let vhost_name = open.virtual_host.as_str();
+    let Some(vhost) = broker.vhost(vhost_name) else {
+        return Err(Refused::Close(
+            AmqpError::new(code::NOT_ALLOWED, format!("vhost {vhost_name} not found"))
+                .with_method(10, 40),
+        ));
+    };
+    send(
+        wr,
+        AMQPClass::Connection(connection::AMQPMethod::OpenOk(connection::OpenOk {})),
+    )
+    .await?;
+    Ok(Opened {
+        user,
+        vhost,
+        frame_max,
+        channel_max,
+        heartbeat: tune_ok.heartbeat,
+        cancel_notify,
+    })
+}
+
+/// Sends connection.close for a refused handshake and closes the socket.
+pub(crate) async fn refuse(wr: &mut OwnedWriteHalf, e: AmqpError) {
+    let _ = send(
+        wr,
+        AMQPClass::Connection(connection::AMQPMethod::Close(connection::Close {
+            reply_code: e.code,
+            reply_text: e.text.as_str().into(),
+            class_id: e.class_id,
+            method_id: e.method_id,
+        })),
+    )
+    .await;
+    let _ = wr.shutdown().await;
+}

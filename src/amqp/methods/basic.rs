@@ -1,0 +1,214 @@
+//! basic.qos / consume / cancel / get / ack / nack / reject / recover (publish is in publish.rs).
+
+use super::generated_name;
+use crate::amqp::channel::{group_by_queue, Channel, ChannelConsumer, Settle, UnackedEntry};
+use crate::amqp::codec;
+use crate::amqp::connection::Connection;
+use crate::error::{AmqpError, AmqpResult};
+use crate::queue::consumer::ConsumerSpec;
+use amq_protocol::protocol::{basic, AMQPClass};
+use std::sync::atomic::AtomicU32;
+use std::sync::Arc;
+
+impl Connection {
+    pub(crate) async fn on_basic_method(
+        &mut self,
+        ch: &mut Channel,
+        m: basic::AMQPMethod,
+    ) -> AmqpResult<()> {
+        match m {
+            basic::AMQPMethod::Publish(p) => self.basic_publish(ch, p),
+            basic::AMQPMethod::Qos(q) => self.basic_qos(ch, q),
+            basic::AMQPMethod::Consume(c) => self.basic_consume(ch, c).await,
+            basic::AMQPMethod::Cancel(c) => self.basic_cancel(ch, c).await,
+            basic::AMQPMethod::Get(g) => self.basic_get(ch, g).await,
+            basic::AMQPMethod::Ack(a) => {
+                self.settle(ch, a.delivery_tag, a.multiple, Settle::Ack)
+                    .await
+            }
+            basic::AMQPMethod::Nack(n) => {
+                let how = if n.requeue {
+                    Settle::Requeue
+                } else {
+                    Settle::Discard
+                };
+                self.settle(ch, n.delivery_tag, n.multiple, how).await
+            }
+            basic::AMQPMethod::Reject(r) => {
+                let how = if r.requeue {
+                    Settle::Requeue
+                } else {
+                    Settle::Discard
+                };
+                self.settle(ch, r.delivery_tag, false, how).await
+            }
+            basic::AMQPMethod::Recover(r) => {
+                self.basic_recover(ch, r.requeue).await?;
+                self.send_method(
+                    ch.id,
+                    AMQPClass::Basic(basic::AMQPMethod::RecoverOk(basic::RecoverOk {})),
+                );
+                Ok(())
+            }
+            basic::AMQPMethod::RecoverAsync(r) => self.basic_recover(ch, r.requeue).await,
+            _ => Err(AmqpError::command_invalid("unexpected basic method")),
+        }
+    }
+
+    fn basic_qos(&mut self, ch: &mut Channel, q: basic::Qos) -> AmqpResult<()> {
+        if q.global {
+            ch.limiter.set_limit(u32::from(q.prefetch_count));
+            if ch.limiter.take_blocked() {
+                kick_consumers(ch);
+            }
+        } else {
+            ch.prefetch = u32::from(q.prefetch_count);
+        }
+        self.send_method(
+            ch.id,
+            AMQPClass::Basic(basic::AMQPMethod::QosOk(basic::QosOk {})),
+        );
+        Ok(())
+    }
+
+    async fn basic_consume(&mut self, ch: &mut Channel, c: basic::Consume) -> AmqpResult<()> {
+        let q = self.vhost.queue(c.queue.as_str())?;
+        self.vhost.check_exclusive(&q, self.id)?;
+        let tag: Arc<str> = match c.consumer_tag.as_str() {
+            "" => generated_name("amq.ctag-").into(),
+            t => t.into(),
+        };
+        if ch.consumers.contains_key(&tag) {
+            return Err(AmqpError::not_allowed(format!(
+                "attempt to reuse consumer tag '{tag}'"
+            )));
+        }
+        let pending = Arc::new(AtomicU32::new(0));
+        let id = self.broker.next_id();
+        q.consume(ConsumerSpec {
+            id,
+            tag: tag.clone(),
+            channel: ch.id,
+            connection: self.id,
+            sink: self.sink.clone(),
+            no_ack: c.no_ack,
+            exclusive: c.exclusive,
+            prefetch: ch.prefetch,
+            limiter: ch.limiter.clone(),
+            pending,
+        })
+        .await?;
+        ch.consumers
+            .insert(tag.clone(), ChannelConsumer { id, queue: q });
+        if !c.nowait {
+            self.send_method(
+                ch.id,
+                AMQPClass::Basic(basic::AMQPMethod::ConsumeOk(basic::ConsumeOk {
+                    consumer_tag: tag.as_ref().into(),
+                })),
+            );
+        }
+        Ok(())
+    }
+
+    async fn basic_cancel(&mut self, ch: &mut Channel, c: basic::Cancel) -> AmqpResult<()> {
+        if let Some(consumer) = ch.consumers.remove(c.consumer_tag.as_str()) {
+            consumer.queue.cancel(consumer.id).await;
+        }
+        if !c.nowait {
+            self.send_method(
+                ch.id,
+                AMQPClass::Basic(basic::AMQPMethod::CancelOk(basic::CancelOk {
+                    consumer_tag: c.consumer_tag,
+                })),
+            );
+        }
+        Ok(())
+    }
+
+    async fn basic_get(&mut self, ch: &mut Channel, g: basic::Get) -> AmqpResult<()> {
+        let q = self.vhost.queue(g.queue.as_str())?;
+        self.vhost.check_exclusive(&q, self.id)?;
+        match q.get(g.no_ack).await? {
+            None => self.send_method(
+                ch.id,
+                AMQPClass::Basic(basic::AMQPMethod::GetEmpty(basic::GetEmpty {})),
+            ),
+            Some(r) => {
+                let tag = ch.next_delivery_tag();
+                codec::encode_get_ok(
+                    &mut self.out,
+                    ch.id,
+                    tag,
+                    r.redelivered,
+                    r.msg.exchange.as_str(),
+                    r.msg.routing_key.as_str(),
+                    r.remaining,
+                );
+                codec::encode_content(
+                    &mut self.out,
+                    ch.id,
+                    r.msg.raw_properties(),
+                    r.msg.body(),
+                    self.frame_max,
+                );
+                if !g.no_ack {
+                    ch.unacked.push_back(UnackedEntry {
+                        tag,
+                        queue: q,
+                        seq: r.seq,
+                        counted: false,
+                    });
+                }
+            }
+        }
+        Ok(())
+    }
+
+    async fn settle(
+        &mut self,
+        ch: &mut Channel,
+        tag: u64,
+        multiple: bool,
+        how: Settle,
+    ) -> AmqpResult<()> {
+        let entries = ch.take_unacked(tag, multiple)?;
+        if let Some(tx) = ch.tx.as_mut() {
+            tx.settles.extend(entries.into_iter().map(|e| (e, how)));
+            return Ok(());
+        }
+        apply_settles(ch, entries, how).await;
+        Ok(())
+    }
+
+    async fn basic_recover(&mut self, ch: &mut Channel, requeue: bool) -> AmqpResult<()> {
+        if !requeue {
+            return Err(AmqpError::not_implemented("requeue=false"));
+        }
+        let entries: Vec<_> = ch.unacked.drain(..).collect();
+        apply_settles(ch, entries, Settle::Requeue).await;
+        Ok(())
+    }
+}
+
+/// Tells the queues what became of settled deliveries and returns channel-wide credit.
+pub(crate) async fn apply_settles(ch: &mut Channel, entries: Vec<UnackedEntry>, how: Settle) {
+    let counted = entries.iter().filter(|e| e.counted).count() as u32;
+    for (q, seqs) in group_by_queue(entries.into_iter().map(|e| (e.queue, e.seq))) {
+        match how {
+            Settle::Ack => q.ack(seqs).await,
+            Settle::Requeue => q.requeue(seqs).await,
+            Settle::Discard => q.discard(seqs).await,
+        }
+    }
+    if ch.limiter.release(counted) {
+        kick_consumers(ch);
+    }
+}
+
+/// Wakes every queue this channel consumes from (channel-wide credit came back).
+fn kick_consumers(ch: &Channel) {
+    for c in ch.consumers.values() {
+        c.queue.kick();
+    }
+}

@@ -1,0 +1,88 @@
+//! exchange.declare / delete / bind / unbind.
+
+use crate::amqp::channel::Channel;
+use crate::amqp::connection::Connection;
+use crate::error::{AmqpError, AmqpResult};
+use crate::vhost::ExchangeOptions;
+use amq_protocol::protocol::{exchange, AMQPClass};
+
+impl Connection {
+    pub(crate) fn on_exchange_method(
+        &mut self,
+        ch: &mut Channel,
+        m: exchange::AMQPMethod,
+    ) -> AmqpResult<()> {
+        match m {
+            exchange::AMQPMethod::Declare(d) => self.exchange_declare(ch, d),
+            exchange::AMQPMethod::Delete(d) => self.exchange_delete(ch, d),
+            exchange::AMQPMethod::Bind(b) => self.exchange_bind(ch, b),
+            exchange::AMQPMethod::Unbind(u) => self.exchange_unbind(ch, u),
+            _ => Err(AmqpError::command_invalid("unexpected exchange method")),
+        }
+    }
+
+    fn exchange_declare(&mut self, ch: &mut Channel, d: exchange::Declare) -> AmqpResult<()> {
+        self.vhost.exchange_declare(
+            d.exchange.as_str(),
+            d.kind.as_str(),
+            &ExchangeOptions {
+                passive: d.passive,
+                durable: d.durable,
+                auto_delete: d.auto_delete,
+                internal: d.internal,
+                arguments: d.arguments,
+            },
+        )?;
+        if !d.nowait {
+            self.send_method(
+                ch.id,
+                AMQPClass::Exchange(exchange::AMQPMethod::DeclareOk(exchange::DeclareOk {})),
+            );
+        }
+        Ok(())
+    }
+
+    fn exchange_delete(&mut self, ch: &mut Channel, d: exchange::Delete) -> AmqpResult<()> {
+        self.vhost
+            .exchange_delete(d.exchange.as_str(), d.if_unused)?;
+        if !d.nowait {
+            self.send_method(
+                ch.id,
+                AMQPClass::Exchange(exchange::AMQPMethod::DeleteOk(exchange::DeleteOk {})),
+            );
+        }
+        Ok(())
+    }
+
+    fn exchange_bind(&mut self, ch: &mut Channel, b: exchange::Bind) -> AmqpResult<()> {
+        self.vhost.exchange_bind(
+            b.destination.as_str(),
+            b.source.as_str(),
+            b.routing_key.as_str(),
+            &b.arguments,
+        )?;
+        if !b.nowait {
+            self.send_method(
+                ch.id,
+                AMQPClass::Exchange(exchange::AMQPMethod::BindOk(exchange::BindOk {})),
+            );
+        }
+        Ok(())
+    }
+
+    fn exchange_unbind(&mut self, ch: &mut Channel, u: exchange::Unbind) -> AmqpResult<()> {
+        self.vhost.exchange_unbind(
+            u.destination.as_str(),
+            u.source.as_str(),
+            u.routing_key.as_str(),
+            &u.arguments,
+        )?;
+        if !u.nowait {
+            self.send_method(
+                ch.id,
+                AMQPClass::Exchange(exchange::AMQPMethod::UnbindOk(exchange::UnbindOk {})),
+            );
+        }
+        Ok(())
+    }
+}

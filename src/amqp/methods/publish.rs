@@ -1,0 +1,198 @@
+//! basic.publish: content assembly (method, header, body frames), then routing and enqueueing,
+//! basic.return for unroutable mandatory messages, and publisher confirms.
+
+use crate::amqp::channel::{Channel, PendingContent};
+use crate::amqp::codec::{self, ContentHeader};
+use crate::amqp::connection::Connection;
+use crate::error::{code, AmqpError, AmqpResult};
+use crate::message::Message;
+use amq_protocol::protocol::basic;
+use bytes::{Bytes, BytesMut};
+use std::sync::Arc;
+
+impl Connection {
+    pub(crate) fn basic_publish(&mut self, ch: &mut Channel, p: basic::Publish) -> AmqpResult<()> {
+        if p.immediate {
+            return Err(AmqpError::not_implemented("immediate=true"));
+        }
+        ch.content = Some(PendingContent {
+            publish: p,
+            header: None,
+            data: BytesMut::new(),
+            props_len: 0,
+        });
+        Ok(())
+    }
+
+    pub(crate) async fn on_content_header(
+        &mut self,
+        ch: &mut Channel,
+        h: Box<ContentHeader>,
+    ) -> AmqpResult<()> {
+        let Some(pc) = ch.content.as_mut() else {
+            return Err(AmqpError::unexpected_frame(format!(
+                "expected method frame, got non method frame instead on channel {}",
+                ch.id
+            )));
+        };
+        if pc.header.is_some() {
+            return Err(AmqpError::unexpected_frame(format!(
+                "expected content body, got non content body frame instead on channel {}",
+                ch.id
+            )));
+        }
+        if h.class_id != 60 {
+            return Err(AmqpError::unexpected_frame(format!(
+                "expected content header for class 60, got one for class {} instead",
+                h.class_id
+            )));
+        }
+        let max = self.broker.config.max_message_size;
+        if h.body_size > max {
+            return Err(AmqpError::precondition_failed(format!(
+                "message size {} is larger than configured max size {max}",
+                h.body_size
+            )));
+        }
+        if let Some(uid) = h.properties.user_id() {
+            if uid.as_str() != self.user {
+                return Err(AmqpError::precondition_failed(format!(
+                    "user_id property set to '{uid}' but authenticated user was '{}'",
+                    self.user
+                )));
+            }
+        }
+        pc.props_len = h.raw_properties.len();
+        pc.data = BytesMut::with_capacity(pc.props_len + h.body_size as usize);
+        pc.data.extend_from_slice(&h.raw_properties);
+        let complete = h.body_size == 0;
+        pc.header = Some(*h);
+        if complete {
+            self.finish_content(ch).await?;
+        }
+        Ok(())
+    }
+
+    pub(crate) async fn on_content_body(
+        &mut self,
+        ch: &mut Channel,
+        body: Bytes,
+    ) -> AmqpResult<()> {
+        let pc = match ch.content.as_mut() {
+            Some(pc) if pc.header.is_some() => pc,
+            _ => {
+                return Err(AmqpError::unexpected_frame(format!(
+                    "expected method frame, got non method frame instead on channel {}",
+                    ch.id
+                )))
+            }
+        };
+        let expected = pc.header.as_ref().map_or(0, |h| h.body_size);
+        let have = (pc.data.len() - pc.props_len) as u64;
+        if have + body.len() as u64 > expected {
+            return Err(AmqpError::frame_error(format!(
+                "content body exceeds the declared size {expected}"
+            )));
+        }
+        pc.data.extend_from_slice(&body);
+        if have + body.len() as u64 == expected {
+            self.finish_content(ch).await?;
+        }
+        Ok(())
+    }
+
+    async fn finish_content(&mut self, ch: &mut Channel) -> AmqpResult<()> {
+        let Some(pc) = ch.content.take() else {
+            return Ok(());
+        };
+        let Some(header) = pc.header else {
+            return Ok(());
+        };
+        let publish = pc.publish;
+        let msg = Arc::new(Message::new(
+            publish.exchange.clone(),
+            publish.routing_key.clone(),
+            pc.data.freeze(),
+            pc.props_len,
+            &header.properties,
+        ));
+        if ch.confirm {
+            ch.publish_seq += 1;
+        }
+        if let Some(tx) = ch.tx.as_mut() {
+            self.vhost.exchange(publish.exchange.as_str())?;
+            tx.publishes.push((publish, msg));
+            return Ok(());
+        }
+        self.route_publish(ch, &publish, msg).await?;
+        if ch.confirm {
+            self.confirm_ready(ch);
+        }
+        Ok(())
+    }
+
+    /// Routes a message and enqueues it in every queue it reaches.
+    pub(crate) async fn route_publish(
+        &mut self,
+        ch: &mut Channel,
+        p: &basic::Publish,
+        msg: Arc<Message>,
+    ) -> AmqpResult<()> {
+        let x = self.vhost.exchange(p.exchange.as_str())?;
+        if x.internal {
+            return Err(AmqpError::access_refused(format!(
+                "cannot publish to internal exchange '{}' in vhost '{}'",
+                x.name, self.vhost.name
+            )));
+        }
+        let mut targets = std::mem::take(&mut self.route_buf);
+        self.vhost.route(&x, &msg, &mut targets);
+        if targets.is_empty() && p.mandatory {
+            codec::encode_return(
+                &mut self.out,
+                ch.id,
+                code::NO_ROUTE,
+                "NO_ROUTE",
+                msg.exchange.as_str(),
+                msg.routing_key.as_str(),
+            );
+            codec::encode_content(
+                &mut self.out,
+                ch.id,
+                msg.raw_properties(),
+                msg.body(),
+                self.frame_max,
+            );
+        }
+        for q in targets.drain(..) {
+            q.publish(msg.clone()).await;
+        }
+        self.route_buf = targets;
+        Ok(())
+    }
+
+    /// Notes that a confirm-mode channel has publishes to acknowledge at the next flush.
+    fn confirm_ready(&mut self, ch: &Channel) {
+        if !self.confirm_dirty.contains(&ch.id) {
+            self.confirm_dirty.push(ch.id);
+        }
+    }
+
+    /// Acknowledges, with one basic.ack (multiple when several), every publish handled so far.
+    pub(crate) fn flush_confirms(&mut self) {
+        let dirty = std::mem::take(&mut self.confirm_dirty);
+        for id in &dirty {
+            let frame_out = &mut self.out;
+            if let Some(Some(ch)) = self.channels.get_mut(usize::from(*id)) {
+                if ch.closing || ch.publish_seq == ch.confirmed {
+                    continue;
+                }
+                let multiple = ch.publish_seq - ch.confirmed > 1;
+                codec::encode_confirm(frame_out, *id, true, ch.publish_seq, multiple);
+                ch.confirmed = ch.publish_seq;
+            }
+        }
+        self.confirm_dirty = dirty;
+        self.confirm_dirty.clear();
+    }
+}

@@ -1,0 +1,123 @@
+//! queue.declare / bind / unbind / purge / delete.
+
+use super::generated_name;
+use crate::amqp::channel::Channel;
+use crate::amqp::connection::Connection;
+use crate::error::{AmqpError, AmqpResult};
+use crate::vhost::QueueOptions;
+use amq_protocol::protocol::{queue, AMQPClass};
+use std::sync::Arc;
+
+impl Connection {
+    pub(crate) async fn on_queue_method(
+        &mut self,
+        ch: &mut Channel,
+        m: queue::AMQPMethod,
+    ) -> AmqpResult<()> {
+        match m {
+            queue::AMQPMethod::Declare(d) => self.queue_declare(ch, d).await,
+            queue::AMQPMethod::Bind(b) => self.queue_bind(ch, b),
+            queue::AMQPMethod::Unbind(u) => self.queue_unbind(ch, u),
+            queue::AMQPMethod::Purge(p) => self.queue_purge(ch, p).await,
+            queue::AMQPMethod::Delete(d) => self.queue_delete(ch, d).await,
+            _ => Err(AmqpError::command_invalid("unexpected queue method")),
+        }
+    }
+
+    async fn queue_declare(&mut self, ch: &mut Channel, d: queue::Declare) -> AmqpResult<()> {
+        let name = match d.queue.as_str() {
+            "" if !d.passive => generated_name("amq.gen-"),
+            n => n.to_owned(),
+        };
+        let q = self.vhost.queue_declare(
+            &name,
+            &QueueOptions {
+                passive: d.passive,
+                durable: d.durable,
+                exclusive: d.exclusive,
+                auto_delete: d.auto_delete,
+                arguments: d.arguments,
+            },
+            self.id,
+        )?;
+        if q.exclusive_owner == Some(self.id)
+            && !self.exclusive_queues.iter().any(|e| Arc::ptr_eq(e, &q))
+        {
+            self.exclusive_queues.push(q.clone());
+        }
+        if !d.nowait {
+            let (message_count, consumer_count) = q.stats().await?;
+            self.send_method(
+                ch.id,
+                AMQPClass::Queue(queue::AMQPMethod::DeclareOk(queue::DeclareOk {
+                    queue: name.into(),
+                    message_count,
+                    consumer_count,
+                })),
+            );
+        }
+        Ok(())
+    }
+
+    fn queue_bind(&mut self, ch: &mut Channel, b: queue::Bind) -> AmqpResult<()> {
+        self.vhost.queue_bind(
+            b.queue.as_str(),
+            b.exchange.as_str(),
+            b.routing_key.as_str(),
+            &b.arguments,
+            self.id,
+        )?;
+        if !b.nowait {
+            self.send_method(
+                ch.id,
+                AMQPClass::Queue(queue::AMQPMethod::BindOk(queue::BindOk {})),
+            );
+        }
+        Ok(())
+    }
+
+    fn queue_unbind(&mut self, ch: &mut Channel, u: queue::Unbind) -> AmqpResult<()> {
+        self.vhost.queue_unbind(
+            u.queue.as_str(),
+            u.exchange.as_str(),
+            u.routing_key.as_str(),
+            &u.arguments,
+            self.id,
+        )?;
+        self.send_method(
+            ch.id,
+            AMQPClass::Queue(queue::AMQPMethod::UnbindOk(queue::UnbindOk {})),
+        );
+        Ok(())
+    }
+
+    async fn queue_purge(&mut self, ch: &mut Channel, p: queue::Purge) -> AmqpResult<()> {
+        let q = self.vhost.queue(p.queue.as_str())?;
+        self.vhost.check_exclusive(&q, self.id)?;
+        let message_count = q.purge().await?;
+        if !p.nowait {
+            self.send_method(
+                ch.id,
+                AMQPClass::Queue(queue::AMQPMethod::PurgeOk(queue::PurgeOk { message_count })),
+            );
+        }
+        Ok(())
+    }
+
+    async fn queue_delete(&mut self, ch: &mut Channel, d: queue::Delete) -> AmqpResult<()> {
+        let message_count = self
+            .vhost
+            .queue_delete(d.queue.as_str(), d.if_unused, d.if_empty, self.id)
+            .await?;
+        self.exclusive_queues.retain(|q| q.name != d.queue.as_str());
+        if !d.nowait {
+            self.send_method(
+                ch.id,
+                AMQPClass::Queue(queue::AMQPMethod::DeleteOk(queue::DeleteOk {
+                    message_count,
+                })),
+            );
+        }
+        Ok(())
+    }
+}

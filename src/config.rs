@@ -1,0 +1,141 @@
+//! Configuration: `config/warren.toml` (every key documented there), overridden by CLI flags.
+
+use serde::Deserialize;
+use std::{net::SocketAddr, path::PathBuf};
+
+/// Broker configuration. Defaults match RabbitMQ's where RabbitMQ has one.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct Config {
+    /// AMQP listener address.
+    pub amqp_listen: SocketAddr,
+    /// Management HTTP listener address (reserved for the management API).
+    pub http_listen: SocketAddr,
+    /// Directory of the embedded store.
+    pub data_dir: PathBuf,
+    /// Heartbeat interval offered in connection.tune, seconds (0 disables).
+    pub heartbeat: u16,
+    /// Largest frame offered in connection.tune, bytes.
+    pub frame_max: u32,
+    /// Highest channel number offered in connection.tune.
+    pub channel_max: u16,
+    /// Largest message body accepted, bytes (RabbitMQ's `max_message_size`).
+    pub max_message_size: u64,
+    /// User created at first start.
+    pub default_user: String,
+    /// Password of the default user.
+    pub default_pass: String,
+    /// Virtual host created at first start.
+    pub default_vhost: String,
+    /// Name reported as `cluster_name`.
+    pub cluster_name: String,
+    /// Seconds a client has to finish the handshake.
+    pub handshake_timeout: u64,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            amqp_listen: SocketAddr::from(([0, 0, 0, 0], 5672)),
+            http_listen: SocketAddr::from(([0, 0, 0, 0], 15672)),
+            data_dir: PathBuf::from("./data"),
+            heartbeat: 60,
+            frame_max: 131_072,
+            channel_max: 2047,
+            max_message_size: 134_217_728,
+            default_user: "guest".into(),
+            default_pass: "guest".into(),
+            default_vhost: "/".into(),
+            cluster_name: "warren@localhost".into(),
+            handshake_timeout: 10,
+        }
+    }
+}
+
+/// A configuration file that could not be used.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    /// The file could not be read.
+    #[error("cannot read config file {path}: {source}")]
+    Read {
+        /// File path.
+        path: PathBuf,
+        /// Cause.
+        source: std::io::Error,
+    },
+    /// The file is not valid TOML or has unknown keys.
+    #[error("invalid config file {path}: {source}")]
+    Parse {
+        /// File path.
+        path: PathBuf,
+        /// Cause.
+        source: toml::de::Error,
+    },
+    /// A value is out of range.
+    #[error("invalid config: {0}")]
+    Invalid(String),
+}
+
+impl Config {
+    /// Parses a TOML document.
+    pub fn from_toml(text: &str, path: &std::path::Path) -> Result<Config, ConfigError> {
+        toml::from_str(text).map_err(|source| ConfigError::Parse {
+            path: path.to_owned(),
+            source,
+        })
+    }
+
+    /// Reads a TOML file.
+    pub fn load(path: &std::path::Path) -> Result<Config, ConfigError> {
+        let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
+            path: path.to_owned(),
+            source,
+        })?;
+        Self::from_toml(&text, path)
+    }
+
+    /// Checks ranges that the protocol imposes.
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        if self.frame_max < 4096 {
+            return Err(ConfigError::Invalid(format!(
+                "frame_max {} is below the AMQP minimum 4096",
+                self.frame_max
+            )));
+        }
+        if self.channel_max == 0 {
+            return Err(ConfigError::Invalid(
+                "channel_max must be at least 1".into(),
+            ));
+        }
+        if self.default_vhost.is_empty() {
+            return Err(ConfigError::Invalid(
+                "default_vhost must not be empty".into(),
+            ));
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn shipped_config_file_parses_and_matches_defaults() {
+        let path = std::path::Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/config/warren.toml"));
+        let c = Config::load(path).expect("config/warren.toml parses");
+        let d = Config::default();
+        assert_eq!(c.amqp_listen, d.amqp_listen);
+        assert_eq!(c.frame_max, d.frame_max);
+        assert_eq!(c.heartbeat, d.heartbeat);
+        c.validate().expect("valid");
+    }
+
+    #[test]
+    fn unknown_keys_and_small_frames_are_rejected() {
+        let p = std::path::Path::new("x.toml");
+        assert!(Config::from_toml("nope = 1", p).is_err());
+        let c = Config::from_toml("frame_max = 100", p).expect("parses");
+        assert!(c.validate().is_err());
+    }
+}

@@ -1,0 +1,259 @@
+//! Exchanges. Each type only stores and matches its bindings (`direct`, `fanout`, `topic`,
+//! `headers`); this module owns what they share: the binding list, equivalence checks, and the
+//! routing walk through exchange-to-exchange bindings (done by `VHost::route`).
+
+mod direct;
+mod fanout;
+mod headers;
+pub mod topic;
+
+use crate::message::Message;
+use crate::queue::QueueRef;
+use amq_protocol::types::FieldTable;
+use std::sync::{Arc, RwLock, RwLockReadGuard, RwLockWriteGuard};
+
+pub use headers::{parse_x_match, values_equal};
+
+/// Exchange types Warren implements.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ExchangeKind {
+    /// Exact routing-key match.
+    Direct,
+    /// Every binding.
+    Fanout,
+    /// Pattern match on dot-separated words.
+    Topic,
+    /// Match on message headers.
+    Headers,
+}
+
+impl ExchangeKind {
+    /// Parses a type name as sent in exchange.declare.
+    pub fn parse(name: &str) -> Option<Self> {
+        Some(match name {
+            "direct" => Self::Direct,
+            "fanout" => Self::Fanout,
+            "topic" => Self::Topic,
+            "headers" => Self::Headers,
+            _ => return None,
+        })
+    }
+
+    /// The type's name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Direct => "direct",
+            Self::Fanout => "fanout",
+            Self::Topic => "topic",
+            Self::Headers => "headers",
+        }
+    }
+}
+
+/// Where a binding leads.
+#[derive(Clone, Debug)]
+pub enum Destination {
+    /// A queue (the live handle, so routing needs no lookup).
+    Queue(QueueRef),
+    /// Another exchange, by name (exchange.bind).
+    Exchange(String),
+}
+
+impl PartialEq for Destination {
+    fn eq(&self, other: &Self) -> bool {
+        match (self, other) {
+            (Destination::Queue(a), Destination::Queue(b)) => Arc::ptr_eq(a, b),
+            (Destination::Exchange(a), Destination::Exchange(b)) => a == b,
+            _ => false,
+        }
+    }
+}
+
+/// A binding from an exchange to a destination.
+#[derive(Clone, Debug)]
+pub struct Binding {
+    /// Routing / binding key.
+    pub key: String,
+    /// Destination.
+    pub destination: Destination,
+    /// Binding arguments.
+    pub arguments: FieldTable,
+}
+
+impl Binding {
+    fn same(&self, other: &Binding) -> bool {
+        self.key == other.key
+            && self.destination == other.destination
+            && self.arguments == other.arguments
+    }
+}
+
+#[derive(Debug)]
+enum Matcher {
+    Direct(direct::DirectBindings),
+    Fanout(fanout::FanoutBindings),
+    Topic(topic::TopicBindings),
+    Headers(headers::HeadersBindings),
+}
+
+/// The bindings of one exchange: the full list and the type's index.
+#[derive(Debug)]
+pub struct Bindings {
+    all: Vec<Binding>,
+    matcher: Matcher,
+}
+
+impl Bindings {
+    /// Every binding, in creation order.
+    pub fn list(&self) -> &[Binding] {
+        &self.all
+    }
+
+    /// Whether there is none.
+    pub fn is_empty(&self) -> bool {
+        self.all.is_empty()
+    }
+
+    /// Adds a binding; false when an identical one exists.
+    pub fn add(&mut self, b: Binding) -> bool {
+        if self.all.iter().any(|x| x.same(&b)) {
+            return false;
+        }
+        match &mut self.matcher {
+            Matcher::Direct(m) => {
+                m.bind(&b);
+            }
+            Matcher::Fanout(m) => {
+                m.bind(&b);
+            }
+            Matcher::Topic(m) => {
+                m.bind(&b);
+            }
+            Matcher::Headers(m) => {
+                m.bind(&b);
+            }
+        }
+        self.all.push(b);
+        true
+    }
+
+    /// Removes a binding; false when none matched.
+    pub fn remove(&mut self, b: &Binding) -> bool {
+        let Some(pos) = self.all.iter().position(|x| x.same(b)) else {
+            return false;
+        };
+        self.all.remove(pos);
+        let same_key_dest = self
+            .all
+            .iter()
+            .any(|x| x.key == b.key && x.destination == b.destination);
+        match &mut self.matcher {
+            Matcher::Direct(m) if !same_key_dest => {
+                m.unbind(b);
+            }
+            Matcher::Topic(m) if !same_key_dest => {
+                m.unbind(b);
+            }
+            Matcher::Fanout(m) => {
+                let still = self.all.iter().any(|x| x.destination == b.destination);
+                m.unbind(b, still);
+            }
+            Matcher::Headers(m) => {
+                m.unbind(b);
+            }
+            _ => {}
+        }
+        true
+    }
+
+    /// Removes every binding to `dest`; returns how many went.
+    pub fn remove_destination(&mut self, dest: &Destination) -> usize {
+        let gone: Vec<Binding> = self
+            .all
+            .iter()
+            .filter(|b| &b.destination == dest)
+            .cloned()
+            .collect();
+        for b in &gone {
+            self.remove(b);
+        }
+        gone.len()
+    }
+
+    /// Appends the destinations matching a message.
+    pub fn route<'a>(
+        &'a self,
+        msg: &Message,
+        headers: &mut Option<FieldTable>,
+        out: &mut Vec<&'a Destination>,
+    ) {
+        match &self.matcher {
+            Matcher::Direct(m) => m.route(msg.routing_key.as_str(), out),
+            Matcher::Fanout(m) => m.route(out),
+            Matcher::Topic(m) => m.route(msg.routing_key.as_str(), out),
+            Matcher::Headers(m) => {
+                let h = headers.get_or_insert_with(|| msg.headers());
+                m.route(h, out)
+            }
+        }
+    }
+}
+
+/// An exchange and its bindings.
+#[derive(Debug)]
+pub struct Exchange {
+    /// Name ("" is the default exchange).
+    pub name: String,
+    /// Type.
+    pub kind: ExchangeKind,
+    /// Survives a restart.
+    pub durable: bool,
+    /// Deleted when its last binding as a source goes.
+    pub auto_delete: bool,
+    /// Cannot be published to directly.
+    pub internal: bool,
+    /// Declare arguments.
+    pub arguments: FieldTable,
+    bindings: RwLock<Bindings>,
+}
+
+impl Exchange {
+    /// A new exchange with no bindings.
+    pub fn new(
+        name: String,
+        kind: ExchangeKind,
+        durable: bool,
+        auto_delete: bool,
+        internal: bool,
+        arguments: FieldTable,
+    ) -> Self {
+        let matcher = match kind {
+            ExchangeKind::Direct => Matcher::Direct(Default::default()),
+            ExchangeKind::Fanout => Matcher::Fanout(Default::default()),
+            ExchangeKind::Topic => Matcher::Topic(Default::default()),
+            ExchangeKind::Headers => Matcher::Headers(Default::default()),
+        };
+        Exchange {
+            name,
+            kind,
+            durable,
+            auto_delete,
+            internal,
+            arguments,
+            bindings: RwLock::new(Bindings {
+                all: Vec::new(),
+                matcher,
+            }),
+        }
+    }
+
+    /// Shared access to the bindings (never held across `.await`).
+    pub fn bindings(&self) -> RwLockReadGuard<'_, Bindings> {
+        self.bindings.read().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Exclusive access to the bindings (never held across `.await`).
+    pub fn bindings_mut(&self) -> RwLockWriteGuard<'_, Bindings> {
+        self.bindings.write().unwrap_or_else(|e| e.into_inner())
+    }
+}

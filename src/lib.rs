@@ -1,0 +1,61 @@
+//! Warren: an AMQP 0-9-1 message broker, a drop-in replacement for a RabbitMQ node.
+//!
+//! Layers, each only calling the one below: codec (bytes) → connection (socket, heartbeats,
+//! channel table) → channel methods (AMQP semantics) → broker core (vhosts, exchanges, queues).
+//! `Server::start` is used by the binary, the tests and the benchmarks alike.
+
+pub mod amqp;
+pub mod auth;
+pub mod broker;
+pub mod config;
+pub mod error;
+pub mod exchange;
+pub mod message;
+pub mod queue;
+pub mod vhost;
+
+use broker::Broker;
+use config::Config;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use tokio::sync::watch;
+use tokio::task::JoinHandle;
+
+/// A running broker.
+#[derive(Debug)]
+pub struct Server {
+    /// Address the AMQP listener is bound to (useful with port 0).
+    pub amqp_addr: SocketAddr,
+    /// Shared broker state.
+    pub broker: Arc<Broker>,
+    shutdown: watch::Sender<bool>,
+    task: JoinHandle<()>,
+}
+
+impl Server {
+    /// Binds the listeners and starts serving.
+    pub async fn start(config: Config) -> std::io::Result<Server> {
+        config
+            .validate()
+            .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidInput, e.to_string()))?;
+        std::fs::create_dir_all(&config.data_dir)?;
+        let listener = tokio::net::TcpListener::bind(config.amqp_listen).await?;
+        let amqp_addr = listener.local_addr()?;
+        let broker = Broker::new(config);
+        let (shutdown, rx) = watch::channel(false);
+        let task = tokio::spawn(amqp::serve(listener, broker.clone(), rx));
+        tracing::info!(%amqp_addr, "Warren {} listening", env!("CARGO_PKG_VERSION"));
+        Ok(Server {
+            amqp_addr,
+            broker,
+            shutdown,
+            task,
+        })
+    }
+
+    /// Closes every client connection with 320 CONNECTION_FORCED and stops listening.
+    pub async fn shutdown(self) {
+        let _ = self.shutdown.send(true);
+        let _ = self.task.await;
+    }
+}

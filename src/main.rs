@@ -1,0 +1,95 @@
+//! The `warren` binary: command line, configuration, logging, signals.
+
+use clap::Parser;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use warren::config::Config;
+
+/// An AMQP 0-9-1 message broker, a drop-in replacement for a RabbitMQ node.
+#[derive(Debug, Parser)]
+#[command(name = "warren", version)]
+struct Cli {
+    /// Configuration file (TOML). Defaults to config/warren.toml when it exists.
+    #[arg(long, env = "WARREN_CONFIG")]
+    config: Option<PathBuf>,
+    /// AMQP listener address.
+    #[arg(long)]
+    amqp_listen: Option<SocketAddr>,
+    /// Management HTTP listener address (reserved).
+    #[arg(long)]
+    http_listen: Option<SocketAddr>,
+    /// Data directory of the embedded store.
+    #[arg(long)]
+    data_dir: Option<PathBuf>,
+}
+
+fn load(cli: &Cli) -> Result<Config, warren::config::ConfigError> {
+    let default = PathBuf::from("config/warren.toml");
+    let mut config = match &cli.config {
+        Some(p) => Config::load(p)?,
+        None if default.exists() => Config::load(&default)?,
+        None => Config::default(),
+    };
+    if let Some(a) = cli.amqp_listen {
+        config.amqp_listen = a;
+    }
+    if let Some(a) = cli.http_listen {
+        config.http_listen = a;
+    }
+    if let Some(d) = &cli.data_dir {
+        config.data_dir = d.clone();
+    }
+    config.validate()?;
+    Ok(config)
+}
+
+async fn terminated() {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{signal, SignalKind};
+        match signal(SignalKind::terminate()) {
+            Ok(mut term) => {
+                tokio::select! {
+                    _ = term.recv() => {}
+                    _ = tokio::signal::ctrl_c() => {}
+                }
+            }
+            Err(_) => {
+                let _ = tokio::signal::ctrl_c().await;
+            }
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = tokio::signal::ctrl_c().await;
+    }
+}
+
+#[tokio::main]
+async fn main() -> std::process::ExitCode {
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
+        )
+        .init();
+    let cli = Cli::parse();
+    let config = match load(&cli) {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("warren: {e}");
+            return std::process::ExitCode::from(2);
+        }
+    };
+    let server = match warren::Server::start(config).await {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("warren: cannot start: {e}");
+            return std::process::ExitCode::from(1);
+        }
+    };
+    terminated().await;
+    tracing::info!("shutting down");
+    server.shutdown().await;
+    std::process::ExitCode::SUCCESS
+}

@@ -1,0 +1,71 @@
+//! A published message. Properties are kept as the exact bytes the publisher sent (so header
+//! tables pass through byte for byte) beside the few fields the broker itself needs. The property
+//! bytes and the body share one `Bytes` allocation, shared by every queue the message reaches.
+
+use amq_protocol::protocol::BasicProperties;
+use amq_protocol::types::{FieldTable, ShortString};
+use bytes::Bytes;
+
+/// An immutable message, shared between queues as `Arc<Message>`.
+#[derive(Debug)]
+pub struct Message {
+    /// Exchange it was published to.
+    pub exchange: ShortString,
+    /// Routing key it was published with.
+    pub routing_key: ShortString,
+    /// Raw property flags and values, followed by the body.
+    data: Bytes,
+    /// Length of the property part of `data`.
+    props_len: usize,
+    /// delivery-mode 2.
+    pub persistent: bool,
+    /// Priority property, if set.
+    pub priority: Option<u8>,
+}
+
+impl Message {
+    /// Builds a message from the raw property bytes and body stored contiguously in `data`.
+    pub fn new(
+        exchange: ShortString,
+        routing_key: ShortString,
+        data: Bytes,
+        props_len: usize,
+        props: &BasicProperties,
+    ) -> Self {
+        Message {
+            exchange,
+            routing_key,
+            data,
+            props_len,
+            persistent: props.delivery_mode() == &Some(2),
+            priority: *props.priority(),
+        }
+    }
+
+    /// Raw property bytes (flags then values), as sent by the publisher.
+    pub fn raw_properties(&self) -> &[u8] {
+        &self.data[..self.props_len]
+    }
+
+    /// The body.
+    pub fn body(&self) -> &[u8] {
+        &self.data[self.props_len..]
+    }
+
+    /// Body size in bytes.
+    pub fn body_len(&self) -> usize {
+        self.data.len() - self.props_len
+    }
+
+    /// Decodes the properties again (only for the rare paths that need more than the hot fields).
+    pub fn properties(&self) -> BasicProperties {
+        amq_protocol::protocol::basic::parse_properties(self.raw_properties())
+            .map(|(_, p)| p)
+            .unwrap_or_default()
+    }
+
+    /// The `headers` table, empty when absent.
+    pub fn headers(&self) -> FieldTable {
+        self.properties().headers().clone().unwrap_or_default()
+    }
+}

@@ -1,0 +1,148 @@
+//! Consumers as a queue sees them, the channel-wide prefetch limiter they share, and the events
+//! a queue sends to the connection that owns a consumer.
+
+use crate::message::Message;
+use crate::queue::QueueRef;
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::sync::Arc;
+use tokio::sync::mpsc;
+
+/// Most deliveries a queue hands to one connection's inbox before that connection has encoded
+/// them for its socket. Bounds memory for no-ack consumers and slow sockets.
+pub const PENDING_WINDOW: u32 = 2048;
+
+/// What a queue tells a consumer's connection.
+#[derive(Debug)]
+pub enum ConsumerEvent {
+    /// A message for a consumer.
+    Deliver(Delivery),
+    /// The queue went away under the consumer (basic.cancel to the client).
+    Cancelled {
+        /// Channel of the consumer.
+        channel: u16,
+        /// Consumer tag.
+        tag: Arc<str>,
+    },
+}
+
+/// One delivery to a consumer.
+#[derive(Debug)]
+pub struct Delivery {
+    /// Channel of the consumer.
+    pub channel: u16,
+    /// Consumer tag.
+    pub tag: Arc<str>,
+    /// Queue it comes from (for the ack).
+    pub queue: QueueRef,
+    /// The queue's sequence number of the message.
+    pub seq: u64,
+    /// Whether it was delivered before.
+    pub redelivered: bool,
+    /// The message.
+    pub msg: Arc<Message>,
+    /// Consumer does not ack.
+    pub no_ack: bool,
+    /// The consumer's in-flight counter, released when the connection has encoded it.
+    pub pending: Arc<AtomicU32>,
+}
+
+/// Sender into a connection's inbox.
+pub type ConsumerSink = mpsc::UnboundedSender<ConsumerEvent>;
+
+/// A consumer registered by basic.consume.
+#[derive(Clone, Debug)]
+pub struct ConsumerSpec {
+    /// Broker-unique id.
+    pub id: u64,
+    /// Consumer tag.
+    pub tag: Arc<str>,
+    /// Channel number.
+    pub channel: u16,
+    /// Owning connection id.
+    pub connection: u64,
+    /// Connection inbox.
+    pub sink: ConsumerSink,
+    /// Deliveries need no ack.
+    pub no_ack: bool,
+    /// Exclusive consumer.
+    pub exclusive: bool,
+    /// Per-consumer prefetch (0 = unlimited).
+    pub prefetch: u32,
+    /// Channel-wide prefetch.
+    pub limiter: Arc<ChannelLimiter>,
+    /// In-flight deliveries not yet encoded by the connection.
+    pub pending: Arc<AtomicU32>,
+}
+
+/// Channel-wide prefetch (basic.qos global=true), shared by the channel's consumers on all queues.
+#[derive(Debug, Default)]
+pub struct ChannelLimiter {
+    limit: AtomicU32,
+    unacked: AtomicU32,
+    blocked: AtomicBool,
+}
+
+impl ChannelLimiter {
+    /// Sets the channel-wide prefetch (0 = unlimited).
+    pub fn set_limit(&self, limit: u32) {
+        self.limit.store(limit, Ordering::Release);
+    }
+
+    /// Takes one unit of credit if the channel has any; remembers a refusal.
+    pub fn try_acquire(&self) -> bool {
+        let limit = self.limit.load(Ordering::Acquire);
+        let mut cur = self.unacked.load(Ordering::Acquire);
+        loop {
+            if limit != 0 && cur >= limit {
+                self.blocked.store(true, Ordering::Release);
+                return false;
+            }
+            match self.unacked.compare_exchange_weak(
+                cur,
+                cur + 1,
+                Ordering::AcqRel,
+                Ordering::Acquire,
+            ) {
+                Ok(_) => return true,
+                Err(now) => cur = now,
+            }
+        }
+    }
+
+    /// Returns `n` units; true when some queue was refused credit and should be woken.
+    pub fn release(&self, n: u32) -> bool {
+        if n == 0 {
+            return false;
+        }
+        let _ = self
+            .unacked
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |c| {
+                Some(c.saturating_sub(n))
+            });
+        self.blocked.swap(false, Ordering::AcqRel)
+    }
+
+    /// Whether the limit was raised or removed while some queue was waiting.
+    pub fn take_blocked(&self) -> bool {
+        self.blocked.swap(false, Ordering::AcqRel)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn limiter_counts_and_reports_blocking() {
+        let l = ChannelLimiter::default();
+        l.set_limit(2);
+        assert!(l.try_acquire());
+        assert!(l.try_acquire());
+        assert!(!l.try_acquire());
+        assert!(l.release(1));
+        assert!(l.try_acquire());
+        assert!(!l.release(0));
+        l.set_limit(0);
+        assert!(l.try_acquire());
+    }
+}

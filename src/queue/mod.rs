@@ -1,0 +1,190 @@
+//! Queues. Each queue is one tokio task (`actor.rs`) that owns its messages and consumers
+//! outright; everyone else holds a `QueueRef` and talks to it through a bounded mailbox, whose
+//! bound is the backpressure that slows publishers when a queue cannot keep up.
+
+mod actor;
+pub mod consumer;
+
+use crate::error::{AmqpError, AmqpResult};
+use crate::message::Message;
+use crate::vhost::VHost;
+use amq_protocol::types::FieldTable;
+use consumer::ConsumerSpec;
+use std::sync::{Arc, Weak};
+use tokio::sync::{mpsc, oneshot};
+
+/// Mailbox capacity of a queue task.
+const MAILBOX: usize = 4096;
+
+/// A cheap handle on a queue.
+pub type QueueRef = Arc<QueueShared>;
+
+/// The immutable facts about a queue plus its mailbox.
+#[derive(Debug)]
+pub struct QueueShared {
+    /// Queue name.
+    pub name: String,
+    /// Virtual host name.
+    pub vhost: String,
+    /// Survives a restart.
+    pub durable: bool,
+    /// Connection id owning an exclusive queue.
+    pub exclusive_owner: Option<u64>,
+    /// Deleted when its last consumer goes.
+    pub auto_delete: bool,
+    /// Declare arguments.
+    pub arguments: FieldTable,
+    tx: mpsc::Sender<QueueCmd>,
+}
+
+/// A message handed out by basic.get.
+#[derive(Debug)]
+pub struct GetResult {
+    /// Queue sequence number (for the ack).
+    pub seq: u64,
+    /// The message.
+    pub msg: Arc<Message>,
+    /// Delivered before.
+    pub redelivered: bool,
+    /// Messages left ready.
+    pub remaining: u32,
+}
+
+/// Commands a queue task accepts.
+#[derive(Debug)]
+pub(crate) enum QueueCmd {
+    Publish(Arc<Message>),
+    Consume(ConsumerSpec, oneshot::Sender<AmqpResult<()>>),
+    Cancel(u64),
+    Ack(Vec<u64>),
+    Requeue(Vec<u64>),
+    Discard(Vec<u64>),
+    Undelivered(u64, Arc<Message>, bool),
+    Get(bool, oneshot::Sender<Option<GetResult>>),
+    Purge(oneshot::Sender<u32>),
+    Delete {
+        if_unused: bool,
+        if_empty: bool,
+        reply: oneshot::Sender<AmqpResult<u32>>,
+    },
+    Stats(oneshot::Sender<(u32, u32)>),
+    Kick,
+}
+
+impl QueueShared {
+    /// Creates the queue and starts its task.
+    pub fn spawn(
+        name: String,
+        vhost: &Arc<VHost>,
+        durable: bool,
+        exclusive_owner: Option<u64>,
+        auto_delete: bool,
+        arguments: FieldTable,
+    ) -> QueueRef {
+        let (tx, rx) = mpsc::channel(MAILBOX);
+        let q = Arc::new(QueueShared {
+            name,
+            vhost: vhost.name.clone(),
+            durable,
+            exclusive_owner,
+            auto_delete,
+            arguments,
+            tx,
+        });
+        actor::start(q.clone(), Arc::downgrade(vhost), rx);
+        q
+    }
+
+    /// `'q' in vhost '/'`, as RabbitMQ's texts name a queue.
+    pub fn describe(&self) -> String {
+        format!("queue '{}' in vhost '{}'", self.name, self.vhost)
+    }
+
+    fn gone(&self) -> AmqpError {
+        AmqpError::not_found(format!(
+            "no queue '{}' in vhost '{}'",
+            self.name, self.vhost
+        ))
+    }
+
+    async fn send(&self, cmd: QueueCmd) -> bool {
+        self.tx.send(cmd).await.is_ok()
+    }
+
+    async fn ask<T>(&self, make: impl FnOnce(oneshot::Sender<T>) -> QueueCmd) -> AmqpResult<T> {
+        let (tx, rx) = oneshot::channel();
+        if !self.send(make(tx)).await {
+            return Err(self.gone());
+        }
+        rx.await.map_err(|_| self.gone())
+    }
+
+    /// Enqueues a message; false when the queue is gone.
+    pub async fn publish(&self, msg: Arc<Message>) -> bool {
+        self.send(QueueCmd::Publish(msg)).await
+    }
+
+    /// Registers a consumer.
+    pub async fn consume(&self, spec: ConsumerSpec) -> AmqpResult<()> {
+        self.ask(|r| QueueCmd::Consume(spec, r)).await?
+    }
+
+    /// Removes a consumer (its unacked messages stay unacked).
+    pub async fn cancel(&self, consumer_id: u64) {
+        self.send(QueueCmd::Cancel(consumer_id)).await;
+    }
+
+    /// Acknowledges messages by sequence number.
+    pub async fn ack(&self, seqs: Vec<u64>) {
+        self.send(QueueCmd::Ack(seqs)).await;
+    }
+
+    /// Returns unacked messages to their original place, flagged redelivered.
+    pub async fn requeue(&self, seqs: Vec<u64>) {
+        self.send(QueueCmd::Requeue(seqs)).await;
+    }
+
+    /// Drops unacked messages (reject / nack without requeue).
+    pub async fn discard(&self, seqs: Vec<u64>) {
+        self.send(QueueCmd::Discard(seqs)).await;
+    }
+
+    /// Takes back a message that was handed to a connection but never reached its consumer.
+    pub async fn return_undelivered(&self, seq: u64, msg: Arc<Message>, redelivered: bool) {
+        self.send(QueueCmd::Undelivered(seq, msg, redelivered))
+            .await;
+    }
+
+    /// basic.get.
+    pub async fn get(&self, no_ack: bool) -> AmqpResult<Option<GetResult>> {
+        self.ask(|r| QueueCmd::Get(no_ack, r)).await
+    }
+
+    /// Drops every ready message; returns how many.
+    pub async fn purge(&self) -> AmqpResult<u32> {
+        self.ask(QueueCmd::Purge).await
+    }
+
+    /// Stops the queue (after the conditions hold); returns its ready message count.
+    pub async fn delete(&self, if_unused: bool, if_empty: bool) -> AmqpResult<u32> {
+        self.ask(|reply| QueueCmd::Delete {
+            if_unused,
+            if_empty,
+            reply,
+        })
+        .await?
+    }
+
+    /// (ready messages, consumers).
+    pub async fn stats(&self) -> AmqpResult<(u32, u32)> {
+        self.ask(QueueCmd::Stats).await
+    }
+
+    /// Asks the queue to try delivering again (credit was freed elsewhere). Never waits.
+    pub fn kick(&self) {
+        let _ = self.tx.try_send(QueueCmd::Kick);
+    }
+}
+
+/// A weak reference, for tasks that must not keep a queue alive.
+pub type QueueWeak = Weak<QueueShared>;

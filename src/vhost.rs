@@ -1,0 +1,553 @@
+//! A virtual host: the exchange and queue registries and the operations on them (declare, bind,
+//! delete, route). AMQP channel handlers and the HTTP API both call these; nothing here sees a
+//! frame. Registries are DashMaps of cheap handles; no guard is held across `.await`.
+
+use crate::error::{AmqpError, AmqpResult};
+use crate::exchange::{parse_x_match, Binding, Destination, Exchange, ExchangeKind};
+use crate::message::Message;
+use crate::queue::{QueueRef, QueueShared};
+use amq_protocol::types::{AMQPValue, FieldTable};
+use dashmap::DashMap;
+use std::sync::Arc;
+
+/// Queue arguments RabbitMQ compares when a queue is redeclared.
+const EQUIVALENT_QUEUE_ARGS: &[&str] = &[
+    "x-expires",
+    "x-message-ttl",
+    "x-dead-letter-exchange",
+    "x-dead-letter-routing-key",
+    "x-max-length",
+    "x-max-length-bytes",
+    "x-max-priority",
+    "x-overflow",
+    "x-queue-mode",
+    "x-queue-type",
+    "x-single-active-consumer",
+    "x-delivery-limit",
+];
+
+/// Options of queue.declare.
+#[derive(Clone, Debug, Default)]
+pub struct QueueOptions {
+    /// Only check that it exists.
+    pub passive: bool,
+    /// Survives a restart.
+    pub durable: bool,
+    /// Owned by the declaring connection.
+    pub exclusive: bool,
+    /// Deleted when its last consumer goes.
+    pub auto_delete: bool,
+    /// x-arguments.
+    pub arguments: FieldTable,
+}
+
+/// Options of exchange.declare.
+#[derive(Clone, Debug, Default)]
+pub struct ExchangeOptions {
+    /// Only check that it exists.
+    pub passive: bool,
+    /// Survives a restart.
+    pub durable: bool,
+    /// Deleted when its last binding goes.
+    pub auto_delete: bool,
+    /// Not publishable directly.
+    pub internal: bool,
+    /// Arguments.
+    pub arguments: FieldTable,
+}
+
+/// A virtual host.
+#[derive(Debug)]
+pub struct VHost {
+    /// Its name.
+    pub name: String,
+    exchanges: DashMap<String, Arc<Exchange>>,
+    queues: DashMap<String, QueueRef>,
+}
+
+fn value_text(v: Option<&AMQPValue>) -> String {
+    match v {
+        None => "none".into(),
+        Some(AMQPValue::LongString(s)) => format!("'{s}'"),
+        Some(AMQPValue::ShortString(s)) => format!("'{s}'"),
+        Some(other) => format!("{other:?}"),
+    }
+}
+
+impl VHost {
+    /// A virtual host with RabbitMQ's predeclared exchanges.
+    pub fn new(name: &str) -> Arc<VHost> {
+        let v = VHost {
+            name: name.to_owned(),
+            exchanges: DashMap::new(),
+            queues: DashMap::new(),
+        };
+        for (x, kind, internal) in [
+            ("", ExchangeKind::Direct, false),
+            ("amq.direct", ExchangeKind::Direct, false),
+            ("amq.fanout", ExchangeKind::Fanout, false),
+            ("amq.topic", ExchangeKind::Topic, false),
+            ("amq.headers", ExchangeKind::Headers, false),
+            ("amq.match", ExchangeKind::Headers, false),
+            ("amq.rabbitmq.trace", ExchangeKind::Topic, true),
+        ] {
+            v.exchanges.insert(
+                x.to_owned(),
+                Arc::new(Exchange::new(
+                    x.to_owned(),
+                    kind,
+                    true,
+                    false,
+                    internal,
+                    FieldTable::default(),
+                )),
+            );
+        }
+        Arc::new(v)
+    }
+
+    fn no_exchange(&self, name: &str) -> AmqpError {
+        AmqpError::not_found(format!("no exchange '{name}' in vhost '{}'", self.name))
+    }
+
+    fn no_queue(&self, name: &str) -> AmqpError {
+        AmqpError::not_found(format!("no queue '{name}' in vhost '{}'", self.name))
+    }
+
+    fn default_exchange_refused() -> AmqpError {
+        AmqpError::access_refused("operation not permitted on the default exchange")
+    }
+
+    /// Looks an exchange up (404 when missing).
+    pub fn exchange(&self, name: &str) -> AmqpResult<Arc<Exchange>> {
+        self.exchanges
+            .get(name)
+            .map(|e| e.clone())
+            .ok_or_else(|| self.no_exchange(name))
+    }
+
+    /// Looks a queue up (404 when missing).
+    pub fn queue(&self, name: &str) -> AmqpResult<QueueRef> {
+        self.queues
+            .get(name)
+            .map(|q| q.clone())
+            .ok_or_else(|| self.no_queue(name))
+    }
+
+    /// Every queue.
+    pub fn queues(&self) -> Vec<QueueRef> {
+        self.queues.iter().map(|q| q.value().clone()).collect()
+    }
+
+    /// Every exchange.
+    pub fn exchanges(&self) -> Vec<Arc<Exchange>> {
+        self.exchanges.iter().map(|e| e.value().clone()).collect()
+    }
+
+    /// Refuses access to another connection's exclusive queue (405).
+    pub fn check_exclusive(&self, q: &QueueShared, connection: u64) -> AmqpResult<()> {
+        match q.exclusive_owner {
+            Some(owner) if owner != connection => Err(Self::locked(q)),
+            _ => Ok(()),
+        }
+    }
+
+    fn locked(q: &QueueShared) -> AmqpError {
+        AmqpError::resource_locked(format!(
+            "cannot obtain exclusive access to locked {}. It could be originally declared on \
+             another connection or the exclusive property value does not match that of the \
+             original declaration.",
+            q.describe()
+        ))
+    }
+
+    /// exchange.declare.
+    pub fn exchange_declare(
+        &self,
+        name: &str,
+        type_name: &str,
+        o: &ExchangeOptions,
+    ) -> AmqpResult<()> {
+        if o.passive {
+            self.exchange(name)?;
+            return Ok(());
+        }
+        let kind = ExchangeKind::parse(type_name).ok_or_else(|| {
+            AmqpError::precondition_failed(format!(
+                "invalid type '{type_name}' for exchange '{name}' in vhost '{}'",
+                self.name
+            ))
+        })?;
+        if name.is_empty() {
+            return Err(Self::default_exchange_refused());
+        }
+        let existing = match self.exchanges.entry(name.to_owned()) {
+            dashmap::mapref::entry::Entry::Occupied(e) => e.get().clone(),
+            dashmap::mapref::entry::Entry::Vacant(e) => {
+                if name.starts_with("amq.") {
+                    return Err(AmqpError::access_refused(format!(
+                        "exchange name '{name}' contains reserved prefix 'amq.*'"
+                    )));
+                }
+                e.insert(Arc::new(Exchange::new(
+                    name.to_owned(),
+                    kind,
+                    o.durable,
+                    o.auto_delete,
+                    o.internal,
+                    o.arguments.clone(),
+                )));
+                return Ok(());
+            }
+        };
+        let what = format!("exchange '{name}' in vhost '{}'", self.name);
+        let neq = |arg: &str, got: String, cur: String| {
+            AmqpError::precondition_failed(format!(
+                "inequivalent arg '{arg}' for {what}: received '{got}' but current is '{cur}'"
+            ))
+        };
+        if existing.kind != kind {
+            return Err(neq(
+                "type",
+                kind.as_str().into(),
+                existing.kind.as_str().into(),
+            ));
+        }
+        if existing.durable != o.durable {
+            return Err(neq(
+                "durable",
+                o.durable.to_string(),
+                existing.durable.to_string(),
+            ));
+        }
+        if existing.auto_delete != o.auto_delete {
+            return Err(neq(
+                "auto_delete",
+                o.auto_delete.to_string(),
+                existing.auto_delete.to_string(),
+            ));
+        }
+        if existing.internal != o.internal {
+            return Err(neq(
+                "internal",
+                o.internal.to_string(),
+                existing.internal.to_string(),
+            ));
+        }
+        let key = "alternate-exchange";
+        let (a, b) = (
+            o.arguments.inner().get(key),
+            existing.arguments.inner().get(key),
+        );
+        if a != b {
+            return Err(neq(key, value_text(a), value_text(b)));
+        }
+        Ok(())
+    }
+
+    /// exchange.delete.
+    pub fn exchange_delete(&self, name: &str, if_unused: bool) -> AmqpResult<()> {
+        if name.is_empty() {
+            return Err(Self::default_exchange_refused());
+        }
+        if name.starts_with("amq.") && self.exchanges.contains_key(name) {
+            return Err(AmqpError::access_refused(format!(
+                "deletion of system exchange '{name}' in vhost '{}' not allowed",
+                self.name
+            )));
+        }
+        let Ok(x) = self.exchange(name) else {
+            return Ok(());
+        };
+        if if_unused && !x.bindings().is_empty() {
+            return Err(AmqpError::precondition_failed(format!(
+                "exchange '{name}' in vhost '{}' in use",
+                self.name
+            )));
+        }
+        self.remove_exchange(name);
+        Ok(())
+    }
+
+    /// Removes an exchange and every binding that leads to it.
+    fn remove_exchange(&self, name: &str) {
+        if self.exchanges.remove(name).is_none() {
+            return;
+        }
+        self.remove_destination(&Destination::Exchange(name.to_owned()));
+    }
+
+    /// Removes the bindings to `dest` from every exchange, then deletes auto-delete exchanges
+    /// left without bindings.
+    fn remove_destination(&self, dest: &Destination) {
+        let mut emptied = Vec::new();
+        for x in self.exchanges() {
+            let mut b = x.bindings_mut();
+            if b.remove_destination(dest) > 0 && b.is_empty() && x.auto_delete {
+                emptied.push(x.name.clone());
+            }
+        }
+        for name in emptied {
+            self.remove_exchange(&name);
+        }
+    }
+
+    fn binding_endpoints(
+        &self,
+        source: &str,
+        destination_exchange: Option<&str>,
+    ) -> AmqpResult<Arc<Exchange>> {
+        if source.is_empty() || destination_exchange == Some("") {
+            return Err(Self::default_exchange_refused());
+        }
+        let x = self.exchange(source)?;
+        if let Some(d) = destination_exchange {
+            self.exchange(d)?;
+        }
+        Ok(x)
+    }
+
+    fn check_binding_args(x: &Exchange, args: &FieldTable) -> AmqpResult<()> {
+        if x.kind == ExchangeKind::Headers {
+            parse_x_match(args).map_err(AmqpError::precondition_failed)?;
+        }
+        Ok(())
+    }
+
+    /// exchange.bind (destination receives what source routes).
+    pub fn exchange_bind(
+        &self,
+        destination: &str,
+        source: &str,
+        key: &str,
+        args: &FieldTable,
+    ) -> AmqpResult<()> {
+        let x = self.binding_endpoints(source, Some(destination))?;
+        Self::check_binding_args(&x, args)?;
+        x.bindings_mut().add(Binding {
+            key: key.to_owned(),
+            destination: Destination::Exchange(destination.to_owned()),
+            arguments: args.clone(),
+        });
+        Ok(())
+    }
+
+    /// exchange.unbind.
+    pub fn exchange_unbind(
+        &self,
+        destination: &str,
+        source: &str,
+        key: &str,
+        args: &FieldTable,
+    ) -> AmqpResult<()> {
+        let x = self.binding_endpoints(source, Some(destination))?;
+        self.unbind(
+            &x,
+            Binding {
+                key: key.to_owned(),
+                destination: Destination::Exchange(destination.to_owned()),
+                arguments: args.clone(),
+            },
+        );
+        Ok(())
+    }
+
+    fn unbind(&self, x: &Exchange, b: Binding) {
+        let now_empty = {
+            let mut bs = x.bindings_mut();
+            bs.remove(&b) && bs.is_empty()
+        };
+        if now_empty && x.auto_delete {
+            self.remove_exchange(&x.name);
+        }
+    }
+
+    /// queue.declare; the name is already generated when the client sent an empty one.
+    pub fn queue_declare(
+        self: &Arc<Self>,
+        name: &str,
+        o: &QueueOptions,
+        connection: u64,
+    ) -> AmqpResult<QueueRef> {
+        if let Some(q) = self.queues.get(name).map(|q| q.clone()) {
+            self.check_exclusive(&q, connection)?;
+            if o.passive {
+                return Ok(q);
+            }
+            if o.exclusive != q.exclusive_owner.is_some() {
+                return Err(Self::locked(&q));
+            }
+            let neq = |arg: &str, got: String, cur: String| {
+                AmqpError::precondition_failed(format!(
+                    "inequivalent arg '{arg}' for {}: received {got} but current is {cur}",
+                    q.describe()
+                ))
+            };
+            if q.durable != o.durable {
+                return Err(neq(
+                    "durable",
+                    format!("'{}'", o.durable),
+                    format!("'{}'", q.durable),
+                ));
+            }
+            if q.auto_delete != o.auto_delete {
+                return Err(neq(
+                    "auto_delete",
+                    format!("'{}'", o.auto_delete),
+                    format!("'{}'", q.auto_delete),
+                ));
+            }
+            for key in EQUIVALENT_QUEUE_ARGS {
+                let (a, b) = (o.arguments.inner().get(*key), q.arguments.inner().get(*key));
+                if a != b && !(*key == "x-queue-type" && is_classic(a) && is_classic(b)) {
+                    return Err(neq(key, value_text(a), value_text(b)));
+                }
+            }
+            return Ok(q);
+        }
+        if o.passive {
+            return Err(self.no_queue(name));
+        }
+        if name.starts_with("amq.") {
+            return Err(AmqpError::access_refused(format!(
+                "queue name '{name}' contains reserved prefix 'amq.*'"
+            )));
+        }
+        let entry = self.queues.entry(name.to_owned()).or_insert_with(|| {
+            QueueShared::spawn(
+                name.to_owned(),
+                self,
+                o.durable,
+                o.exclusive.then_some(connection),
+                o.auto_delete,
+                o.arguments.clone(),
+            )
+        });
+        Ok(entry.clone())
+    }
+
+    /// queue.bind.
+    pub fn queue_bind(
+        &self,
+        queue: &str,
+        exchange: &str,
+        key: &str,
+        args: &FieldTable,
+        connection: u64,
+    ) -> AmqpResult<()> {
+        let q = self.queue(queue)?;
+        self.check_exclusive(&q, connection)?;
+        let x = self.binding_endpoints(exchange, None)?;
+        Self::check_binding_args(&x, args)?;
+        x.bindings_mut().add(Binding {
+            key: key.to_owned(),
+            destination: Destination::Queue(q),
+            arguments: args.clone(),
+        });
+        Ok(())
+    }
+
+    /// queue.unbind.
+    pub fn queue_unbind(
+        &self,
+        queue: &str,
+        exchange: &str,
+        key: &str,
+        args: &FieldTable,
+        connection: u64,
+    ) -> AmqpResult<()> {
+        let q = self.queue(queue)?;
+        self.check_exclusive(&q, connection)?;
+        let x = self.binding_endpoints(exchange, None)?;
+        self.unbind(
+            &x,
+            Binding {
+                key: key.to_owned(),
+                destination: Destination::Queue(q),
+                arguments: args.clone(),
+            },
+        );
+        Ok(())
+    }
+
+    /// queue.delete; a missing queue deletes nothing and reports 0, as RabbitMQ 3.13 does.
+    pub async fn queue_delete(
+        &self,
+        name: &str,
+        if_unused: bool,
+        if_empty: bool,
+        connection: u64,
+    ) -> AmqpResult<u32> {
+        let Ok(q) = self.queue(name) else {
+            return Ok(0);
+        };
+        self.check_exclusive(&q, connection)?;
+        let n = match q.delete(if_unused, if_empty).await {
+            Ok(n) => n,
+            Err(e) if e.code == crate::error::code::NOT_FOUND => 0,
+            Err(e) => return Err(e),
+        };
+        self.forget_queue(&q);
+        Ok(n)
+    }
+
+    /// Drops a queue from the registry and every binding to it (its task stops on its own).
+    pub fn forget_queue(&self, q: &QueueRef) {
+        self.queues.remove_if(&q.name, |_, v| Arc::ptr_eq(v, q));
+        self.remove_destination(&Destination::Queue(q.clone()));
+    }
+
+    /// The queues a message published to `x` reaches, each once, following exchange bindings.
+    pub fn route(&self, x: &Exchange, msg: &Message, out: &mut Vec<QueueRef>) {
+        if x.name.is_empty() {
+            if let Some(q) = self.queues.get(msg.routing_key.as_str()) {
+                out.push(q.clone());
+            }
+            return;
+        }
+        let mut headers = None;
+        let mut next: Vec<String> = Vec::new();
+        let mut seen: Vec<String> = Vec::new();
+        Self::route_one(x, msg, &mut headers, out, &mut next);
+        while let Some(name) = next.pop() {
+            if seen.contains(&name) || name == x.name {
+                continue;
+            }
+            if let Some(x2) = self.exchanges.get(&name).map(|e| e.clone()) {
+                Self::route_one(&x2, msg, &mut headers, out, &mut next);
+            }
+            seen.push(name);
+        }
+    }
+
+    fn route_one(
+        x: &Exchange,
+        msg: &Message,
+        headers: &mut Option<FieldTable>,
+        out: &mut Vec<QueueRef>,
+        next: &mut Vec<String>,
+    ) {
+        let b = x.bindings();
+        let mut dests = Vec::new();
+        b.route(msg, headers, &mut dests);
+        for d in dests {
+            match d {
+                Destination::Queue(q) => {
+                    if !out.iter().any(|o| Arc::ptr_eq(o, q)) {
+                        out.push(q.clone());
+                    }
+                }
+                Destination::Exchange(n) => next.push(n.clone()),
+            }
+        }
+    }
+}
+
+fn is_classic(v: Option<&AMQPValue>) -> bool {
+    match v {
+        None => true,
+        Some(AMQPValue::LongString(s)) => s.as_bytes() == b"classic",
+        Some(AMQPValue::ShortString(s)) => s.as_str() == "classic",
+        _ => false,
+    }
+}

@@ -1,0 +1,87 @@
+//! Shared test harness: a real broker on 127.0.0.1:0 with a temp data dir, lapin connections to
+//! it, and helpers to read AMQP reply codes out of client errors.
+#![allow(dead_code)]
+
+pub mod raw;
+
+use lapin::{Connection, ConnectionProperties};
+use std::time::Duration;
+use warren::config::Config;
+use warren::Server;
+
+/// How long any single awaited step may take before the test fails.
+pub const STEP: Duration = Duration::from_secs(10);
+
+/// A running broker and its data directory.
+pub struct TestBroker {
+    pub server: Server,
+    pub dir: tempfile::TempDir,
+}
+
+impl TestBroker {
+    /// AMQP URL of the default vhost.
+    pub fn url(&self) -> String {
+        format!("amqp://guest:guest@{}/%2f", self.server.amqp_addr)
+    }
+
+    /// Opens a lapin connection.
+    pub async fn connect(&self) -> Connection {
+        within(Connection::connect(
+            &self.url(),
+            ConnectionProperties::default(),
+        ))
+        .await
+        .expect("connect")
+    }
+
+    /// Opens a connection and one channel.
+    pub async fn channel(&self) -> (Connection, lapin::Channel) {
+        let c = self.connect().await;
+        let ch = within(c.create_channel()).await.expect("channel");
+        (c, ch)
+    }
+}
+
+/// Starts a broker with a fresh data dir.
+pub async fn start() -> TestBroker {
+    start_with(|_| {}).await
+}
+
+/// Starts a broker after adjusting its configuration.
+pub async fn start_with(adjust: impl FnOnce(&mut Config)) -> TestBroker {
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
+        .with_test_writer()
+        .try_init();
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut config = Config {
+        amqp_listen: "127.0.0.1:0".parse().expect("addr"),
+        data_dir: dir.path().to_owned(),
+        ..Config::default()
+    };
+    adjust(&mut config);
+    let server = Server::start(config).await.expect("broker starts");
+    TestBroker { server, dir }
+}
+
+/// Awaits a future, failing the test when it takes longer than `STEP`.
+pub async fn within<F: std::future::Future>(f: F) -> F::Output {
+    tokio::time::timeout(STEP, f).await.expect("step timed out")
+}
+
+/// The AMQP reply code inside a lapin error, if it carries one.
+pub fn code(e: &lapin::Error) -> Option<u16> {
+    match e.kind() {
+        lapin::ErrorKind::ProtocolError(p) => Some(p.get_id()),
+        _ => None,
+    }
+}
+
+/// Asserts that a lapin result failed with the given AMQP reply code.
+#[track_caller]
+pub fn assert_code<T: std::fmt::Debug>(r: Result<T, lapin::Error>, expected: u16) {
+    match r {
+        Ok(v) => panic!("expected reply code {expected}, got success {v:?}"),
+        Err(e) => assert_eq!(code(&e), Some(expected), "unexpected error {e}"),
+    }
+}

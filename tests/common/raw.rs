@@ -1,0 +1,179 @@
+//! A raw-socket AMQP client for bad-input tests: performs the handshake by hand, then lets the
+//! test send arbitrary bytes and read back the frames (or the socket close) that result.
+
+use amq_protocol::frame::{gen_frame, parsing::parse_frame, AMQPFrame};
+use amq_protocol::protocol::{channel, connection, AMQPClass};
+use amq_protocol::types::FieldTable;
+use std::net::SocketAddr;
+use std::time::Duration;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+
+/// A raw connection.
+pub struct Raw {
+    pub sock: TcpStream,
+    buf: Vec<u8>,
+}
+
+/// Serialises a frame with amq-protocol.
+pub fn frame_bytes(f: &AMQPFrame) -> Vec<u8> {
+    cookie_factory::gen_simple(gen_frame(f), Vec::new()).expect("gen")
+}
+
+/// A method frame.
+pub fn method(channel: u16, m: AMQPClass) -> Vec<u8> {
+    frame_bytes(&AMQPFrame::Method(channel, m))
+}
+
+impl Raw {
+    /// Connects without sending anything.
+    pub async fn connect(addr: SocketAddr) -> Raw {
+        Raw {
+            sock: TcpStream::connect(addr).await.expect("connect"),
+            buf: Vec::new(),
+        }
+    }
+
+    /// Connects and completes the handshake (PLAIN guest/guest, vhost /), opening channel 1.
+    pub async fn open(addr: SocketAddr) -> Raw {
+        let mut r = Raw::connect(addr).await;
+        r.send(b"AMQP\x00\x00\x09\x01").await;
+        assert!(matches!(
+            r.frame().await,
+            Some(AMQPFrame::Method(
+                0,
+                AMQPClass::Connection(connection::AMQPMethod::Start(_))
+            ))
+        ));
+        r.send(&method(
+            0,
+            AMQPClass::Connection(connection::AMQPMethod::StartOk(connection::StartOk {
+                client_properties: FieldTable::default(),
+                mechanism: "PLAIN".into(),
+                response: "\0guest\0guest".into(),
+                locale: "en_US".into(),
+            })),
+        ))
+        .await;
+        let tune = match r.frame().await {
+            Some(AMQPFrame::Method(0, AMQPClass::Connection(connection::AMQPMethod::Tune(t)))) => t,
+            other => panic!("expected tune, got {other:?}"),
+        };
+        r.send(&method(
+            0,
+            AMQPClass::Connection(connection::AMQPMethod::TuneOk(connection::TuneOk {
+                channel_max: tune.channel_max,
+                frame_max: tune.frame_max,
+                heartbeat: 0,
+            })),
+        ))
+        .await;
+        r.send(&method(
+            0,
+            AMQPClass::Connection(connection::AMQPMethod::Open(connection::Open {
+                virtual_host: "/".into(),
+            })),
+        ))
+        .await;
+        assert!(matches!(
+            r.frame().await,
+            Some(AMQPFrame::Method(
+                0,
+                AMQPClass::Connection(connection::AMQPMethod::OpenOk(_))
+            ))
+        ));
+        r.send(&method(
+            1,
+            AMQPClass::Channel(channel::AMQPMethod::Open(channel::Open {})),
+        ))
+        .await;
+        assert!(matches!(
+            r.frame().await,
+            Some(AMQPFrame::Method(
+                1,
+                AMQPClass::Channel(channel::AMQPMethod::OpenOk(_))
+            ))
+        ));
+        r
+    }
+
+    /// Sends bytes.
+    pub async fn send(&mut self, bytes: &[u8]) {
+        let _ = self.sock.write_all(bytes).await;
+    }
+
+    /// Reads raw bytes until `n` are there or the socket closes (None then).
+    pub async fn read_exact_bytes(&mut self, n: usize) -> Option<Vec<u8>> {
+        while self.buf.len() < n {
+            let mut chunk = [0u8; 4096];
+            match tokio::time::timeout(Duration::from_secs(10), self.sock.read(&mut chunk)).await {
+                Ok(Ok(0)) | Ok(Err(_)) => return None,
+                Ok(Ok(k)) => self.buf.extend_from_slice(&chunk[..k]),
+                Err(_) => panic!("no reply within 10 s"),
+            }
+        }
+        Some(self.buf.drain(..n).collect())
+    }
+
+    /// Reads the next non-heartbeat frame; None when the socket closed first.
+    pub async fn frame(&mut self) -> Option<AMQPFrame> {
+        loop {
+            if let Ok((rest, f)) = parse_frame(self.buf.as_slice()) {
+                let used = self.buf.len() - rest.len();
+                self.buf.drain(..used);
+                if matches!(f, AMQPFrame::Heartbeat) {
+                    continue;
+                }
+                return Some(f);
+            }
+            let mut chunk = [0u8; 4096];
+            match tokio::time::timeout(Duration::from_secs(10), self.sock.read(&mut chunk)).await {
+                Ok(Ok(0)) | Ok(Err(_)) => return None,
+                Ok(Ok(k)) => self.buf.extend_from_slice(&chunk[..k]),
+                Err(_) => panic!("no reply within 10 s"),
+            }
+        }
+    }
+
+    /// Reads frames until a connection.close arrives; returns its reply code (None: socket closed).
+    pub async fn connection_close_code(&mut self) -> Option<u16> {
+        loop {
+            match self.frame().await? {
+                AMQPFrame::Method(0, AMQPClass::Connection(connection::AMQPMethod::Close(c))) => {
+                    return Some(c.reply_code)
+                }
+                _ => continue,
+            }
+        }
+    }
+
+    /// Reads frames until a channel.close arrives; returns (channel, code).
+    pub async fn channel_close_code(&mut self) -> Option<(u16, u16)> {
+        loop {
+            match self.frame().await? {
+                AMQPFrame::Method(ch, AMQPClass::Channel(channel::AMQPMethod::Close(c))) => {
+                    return Some((ch, c.reply_code))
+                }
+                AMQPFrame::Method(0, AMQPClass::Connection(connection::AMQPMethod::Close(c))) => {
+                    panic!(
+                        "connection closed instead: {} {}",
+                        c.reply_code, c.reply_text
+                    )
+                }
+                _ => continue,
+            }
+        }
+    }
+
+    /// Whether the broker closed the socket (EOF) within a few seconds.
+    pub async fn closed_by_peer(&mut self) -> bool {
+        let mut chunk = [0u8; 4096];
+        loop {
+            match tokio::time::timeout(Duration::from_secs(10), self.sock.read(&mut chunk)).await {
+                Ok(Ok(0)) | Ok(Err(_)) => return true,
+                Ok(Ok(_)) => continue,
+                Err(_) => return false,
+            }
+        }
+    }
+}
