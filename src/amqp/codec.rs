@@ -131,15 +131,17 @@ fn decode_method(payload: &[u8]) -> AmqpResult<AMQPClass> {
     if payload.len() < 4 {
         return Err(AmqpError::frame_error(format!("cannot decode {payload:?}")));
     }
+    let ids = (
+        u16::from_be_bytes([payload[0], payload[1]]),
+        u16::from_be_bytes([payload[2], payload[3]]),
+    );
+    let err = |detail: &str| AmqpError::frame_error(detail).with_method(ids.0, ids.1);
     match parse_class(payload) {
         Ok(([], class)) => Ok(class),
-        Ok(_) => Err(AmqpError::frame_error(
-            "cannot decode method: trailing bytes",
-        )),
-        Err(nom::Err::Incomplete(_)) => Err(AmqpError::frame_error(
-            "cannot decode method: arguments truncated",
-        )),
-        Err(_) => Err(AmqpError::syntax_error("cannot decode method arguments")),
+        Ok(_) => Err(err("cannot decode method: trailing bytes")),
+        Err(nom::Err::Incomplete(_)) => Err(err("cannot decode method: arguments truncated")),
+        // RabbitMQ answers every undecodable argument list (bad field type, bad UTF-8...) so.
+        Err(_) => Err(err("cannot decode method arguments")),
     }
 }
 

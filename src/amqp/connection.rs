@@ -270,7 +270,7 @@ impl Connection {
         }
         match frame {
             Frame::Heartbeat(0) => Ok(()),
-            Frame::Heartbeat(ch) => Err(AmqpError::frame_error(format!(
+            Frame::Heartbeat(ch) => Err(AmqpError::unexpected_frame(format!(
                 "heartbeat frame on channel {ch}"
             ))),
             Frame::Method(0, m) => {
@@ -330,8 +330,8 @@ impl Connection {
             AMQPClass::Connection(_) => Err(AmqpError::command_invalid(
                 "connection method not valid after connection.open",
             )),
-            _ => Err(AmqpError::command_invalid(
-                "non-connection method on channel 0",
+            _ => Err(AmqpError::channel_error(
+                "unexpected method in connection state running",
             )),
         }
     }
@@ -355,9 +355,9 @@ impl Connection {
                         );
                         Ok(())
                     }
-                    AMQPClass::Connection(_) => Err(AmqpError::command_invalid(
-                        "connection method on a non-zero channel",
-                    )),
+                    AMQPClass::Connection(_) => {
+                        Err(AmqpError::command_invalid("unimplemented method"))
+                    }
                     _ => Err(AmqpError::channel_error("expected 'channel.open'")),
                 },
                 _ => Err(AmqpError::channel_error("expected 'channel.open'")),
@@ -402,10 +402,9 @@ impl Connection {
         match frame {
             ChannelFrame::Method(m) => {
                 if ch.content.is_some() {
-                    return Err(AmqpError::unexpected_frame(format!(
-                        "expected content header for class 60, got non content header frame instead on channel {}",
-                        ch.id
-                    )));
+                    return Err(AmqpError::unexpected_frame(
+                        "expected content header for class 60, got non content header frame instead",
+                    ));
                 }
                 self.on_channel_method(ch, *m).await
             }
@@ -431,9 +430,7 @@ impl Connection {
                 );
                 Ok(())
             }
-            AMQPClass::Connection(_) => Err(AmqpError::command_invalid(
-                "connection method on a non-zero channel",
-            )),
+            AMQPClass::Connection(_) => Err(AmqpError::command_invalid("unimplemented method")),
         }
     }
 

@@ -120,20 +120,25 @@ fn capability(props: &FieldTable, name: &str) -> bool {
     }
 }
 
-/// Reads the protocol header; answers a wrong one with `AMQP 0 0 9 1` as RabbitMQ does.
-/// Returns false when the connection must end.
-pub(crate) async fn protocol_header(rd: &mut OwnedReadHalf, wr: &mut OwnedWriteHalf) -> bool {
+/// Reads the protocol header and returns the (major, minor) version to announce in
+/// connection.start; answers an unsupported one with `AMQP 0 0 9 1` and None, as RabbitMQ does.
+/// Like RabbitMQ, the 0-9 header is taken as 0-9-1 and the two 0-8 headers are accepted
+/// (RabbitMQ announces 8-0 for them); Warren then speaks 0-9-1 framing, which 0-8 clients
+/// share for everything but a few deprecated fields.
+pub(crate) async fn protocol_header(
+    rd: &mut OwnedReadHalf,
+    wr: &mut OwnedWriteHalf,
+) -> Option<(u8, u8)> {
     let mut header = [0u8; 8];
-    if rd.read_exact(&mut header).await.is_err() {
-        return false;
-    }
-    // 0-9-1 itself, and the 0-9 header, which RabbitMQ treats as 0-9-1.
-    if &header == AMQP_0_9_1 || &header == b"AMQP\x01\x01\x00\x09" {
-        return true;
+    rd.read_exact(&mut header).await.ok()?;
+    match &header {
+        AMQP_0_9_1 | b"AMQP\x01\x01\x00\x09" => return Some((0, 9)),
+        b"AMQP\x01\x01\x08\x00" | b"AMQP\x01\x01\x09\x01" => return Some((8, 0)),
+        _ => {}
     }
     let _ = wr.write_all(AMQP_0_9_1).await;
     let _ = wr.shutdown().await;
-    false
+    None
 }
 
 /// Runs start, tune and open.
@@ -142,13 +147,14 @@ pub(crate) async fn negotiate(
     rd: &mut OwnedReadHalf,
     wr: &mut OwnedWriteHalf,
     buf: &mut BytesMut,
+    (version_major, version_minor): (u8, u8),
 ) -> Result<Opened, Refused> {
     let cfg = &broker.config;
     send(
         wr,
         AMQPClass::Connection(connection::AMQPMethod::Start(connection::Start {
-            version_major: 0,
-            version_minor: 9,
+            version_major,
+            version_minor,
             server_properties: server_properties(broker),
             mechanisms: auth::MECHANISMS.into(),
             locales: "en_US".into(),

@@ -52,10 +52,10 @@ async fn handle(socket: TcpStream, broker: Arc<Broker>, shutdown: watch::Receive
     let mut buf = BytesMut::with_capacity(64 * 1024);
     let limit = Duration::from_secs(broker.config.handshake_timeout);
     let opened = tokio::time::timeout(limit, async {
-        if !handshake::protocol_header(&mut rd, &mut wr).await {
+        let Some(version) = handshake::protocol_header(&mut rd, &mut wr).await else {
             return Err(handshake::Refused::Dropped);
-        }
-        handshake::negotiate(&broker, &mut rd, &mut wr, &mut buf).await
+        };
+        handshake::negotiate(&broker, &mut rd, &mut wr, &mut buf, version).await
     })
     .await;
     match opened {

@@ -12,9 +12,6 @@ use std::sync::Arc;
 
 impl Connection {
     pub(crate) fn basic_publish(&mut self, ch: &mut Channel, p: basic::Publish) -> AmqpResult<()> {
-        if p.immediate {
-            return Err(AmqpError::not_implemented("immediate=true"));
-        }
         ch.content = Some(PendingContent {
             publish: p,
             header: None,
@@ -30,10 +27,7 @@ impl Connection {
         h: Box<ContentHeader>,
     ) -> AmqpResult<()> {
         let Some(pc) = ch.content.as_mut() else {
-            return Err(AmqpError::unexpected_frame(format!(
-                "expected method frame, got non method frame instead on channel {}",
-                ch.id
-            )));
+            return Err(unexpected_content());
         };
         if pc.header.is_some() {
             return Err(AmqpError::unexpected_frame(format!(
@@ -46,6 +40,10 @@ impl Connection {
                 "expected content header for class 60, got one for class {} instead",
                 h.class_id
             )));
+        }
+        if pc.publish.immediate {
+            // RabbitMQ refuses immediate once the content has arrived.
+            return Err(AmqpError::not_implemented("immediate=true"));
         }
         let max = self.broker.config.max_message_size;
         if h.body_size > max {
@@ -80,12 +78,7 @@ impl Connection {
     ) -> AmqpResult<()> {
         let pc = match ch.content.as_mut() {
             Some(pc) if pc.header.is_some() => pc,
-            _ => {
-                return Err(AmqpError::unexpected_frame(format!(
-                    "expected method frame, got non method frame instead on channel {}",
-                    ch.id
-                )))
-            }
+            _ => return Err(unexpected_content()),
         };
         let expected = pc.header.as_ref().map_or(0, |h| h.body_size);
         let have = (pc.data.len() - pc.props_len) as u64;
@@ -195,4 +188,8 @@ impl Connection {
         self.confirm_dirty = dirty;
         self.confirm_dirty.clear();
     }
+}
+
+fn unexpected_content() -> AmqpError {
+    AmqpError::unexpected_frame("expected method frame, got non method frame instead")
 }

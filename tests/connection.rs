@@ -1,0 +1,337 @@
+//! Connection lifecycle: protocol header, start properties, authentication, vhosts, tune,
+//! heartbeats, channel limits, close handshakes and broker shutdown.
+
+mod common;
+
+use amq_protocol::frame::AMQPFrame;
+use amq_protocol::protocol::{channel, connection, AMQPClass};
+use amq_protocol::types::{AMQPValue, FieldTable};
+use common::raw::{method, Raw};
+use common::*;
+use lapin::{Connection, ConnectionProperties};
+use std::time::Duration;
+
+#[tokio::test]
+async fn wrong_protocol_header_gets_amqp_0091_back_and_a_close() {
+    let b = start().await;
+    for header in [
+        &b"HTTP/1.1"[..],
+        b"AMQP\x00\x00\x09\x02",
+        b"AMQP\x00\x00\x08\x00",
+    ] {
+        let mut r = Raw::connect(b.server.amqp_addr).await;
+        r.send(header).await;
+        assert_eq!(
+            r.read_exact_bytes(8).await.as_deref(),
+            Some(&b"AMQP\x00\x00\x09\x01"[..])
+        );
+        assert!(r.closed_by_peer().await);
+    }
+}
+
+#[tokio::test]
+async fn older_headers_are_accepted_as_rabbitmq_does() {
+    let b = start().await;
+    for (header, version) in [
+        (b"AMQP\x01\x01\x00\x09", (0, 9)),
+        (b"AMQP\x01\x01\x08\x00", (8, 0)),
+        (b"AMQP\x01\x01\x09\x01", (8, 0)),
+    ] {
+        let mut r = Raw::connect(b.server.amqp_addr).await;
+        r.send(header).await;
+        match r.frame().await {
+            Some(AMQPFrame::Method(0, AMQPClass::Connection(connection::AMQPMethod::Start(s)))) => {
+                assert_eq!((s.version_major, s.version_minor), version)
+            }
+            other => panic!("expected connection.start, got {other:?}"),
+        }
+    }
+}
+
+#[tokio::test]
+async fn start_announces_product_capabilities_and_mechanisms() {
+    let b = start().await;
+    let mut r = Raw::connect(b.server.amqp_addr).await;
+    r.send(b"AMQP\x00\x00\x09\x01").await;
+    let start = match r.frame().await {
+        Some(AMQPFrame::Method(0, AMQPClass::Connection(connection::AMQPMethod::Start(s)))) => s,
+        other => panic!("expected connection.start, got {other:?}"),
+    };
+    assert_eq!((start.version_major, start.version_minor), (0, 9));
+    assert_eq!(start.mechanisms.to_string(), "PLAIN AMQPLAIN");
+    assert_eq!(start.locales.to_string(), "en_US");
+    let props = start.server_properties.inner();
+    assert_eq!(
+        props.get("product"),
+        Some(&AMQPValue::LongString("Warren".into()))
+    );
+    assert_eq!(
+        props.get("version"),
+        Some(&AMQPValue::LongString(env!("CARGO_PKG_VERSION").into()))
+    );
+    for key in ["platform", "copyright", "information", "cluster_name"] {
+        assert!(props.contains_key(key), "missing {key}");
+    }
+    let Some(AMQPValue::FieldTable(caps)) = props.get("capabilities") else {
+        panic!("no capabilities table");
+    };
+    for cap in [
+        "publisher_confirms",
+        "exchange_exchange_bindings",
+        "basic.nack",
+        "consumer_cancel_notify",
+        "connection.blocked",
+        "consumer_priorities",
+        "authentication_failure_close",
+        "per_consumer_qos",
+        "direct_reply_to",
+    ] {
+        assert_eq!(
+            caps.inner().get(cap),
+            Some(&AMQPValue::Boolean(true)),
+            "{cap}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn wrong_password_is_refused_with_403() {
+    let b = start().await;
+    let url = format!("amqp://guest:nope@{}/%2f", b.server.amqp_addr);
+    let r = within(Connection::connect(&url, ConnectionProperties::default())).await;
+    assert_code(r.map(|_| ()), 403);
+}
+
+#[tokio::test]
+async fn raw_login_failure_without_capability_just_closes() {
+    let b = start().await;
+    let mut r = Raw::connect(b.server.amqp_addr).await;
+    r.send(b"AMQP\x00\x00\x09\x01").await;
+    r.frame().await;
+    r.send(&method(
+        0,
+        AMQPClass::Connection(connection::AMQPMethod::StartOk(connection::StartOk {
+            client_properties: FieldTable::default(),
+            mechanism: "PLAIN".into(),
+            response: "\0guest\0wrong".into(),
+            locale: "en_US".into(),
+        })),
+    ))
+    .await;
+    assert!(r.frame().await.is_none(), "expected a plain socket close");
+}
+
+#[tokio::test]
+async fn amqplain_login_works() {
+    let b = start().await;
+    let mut r = Raw::connect(b.server.amqp_addr).await;
+    r.send(b"AMQP\x00\x00\x09\x01").await;
+    r.frame().await;
+    let mut t = FieldTable::default();
+    t.insert("LOGIN".into(), AMQPValue::LongString("guest".into()));
+    t.insert("PASSWORD".into(), AMQPValue::LongString("guest".into()));
+    let table = cookie_factory::gen_simple(
+        amq_protocol::types::generation::gen_field_table(&t),
+        Vec::new(),
+    )
+    .expect("gen");
+    r.send(&method(
+        0,
+        AMQPClass::Connection(connection::AMQPMethod::StartOk(connection::StartOk {
+            client_properties: FieldTable::default(),
+            mechanism: "AMQPLAIN".into(),
+            response: table[4..].to_vec().into(),
+            locale: "en_US".into(),
+        })),
+    ))
+    .await;
+    match r.frame().await {
+        Some(AMQPFrame::Method(0, AMQPClass::Connection(connection::AMQPMethod::Tune(t)))) => {
+            assert_eq!(t.channel_max, 2047);
+            assert_eq!(t.frame_max, 131_072);
+            assert_eq!(t.heartbeat, 60);
+        }
+        other => panic!("expected tune, got {other:?}"),
+    }
+}
+
+#[tokio::test]
+async fn unknown_vhost_is_530() {
+    let b = start().await;
+    let url = format!("amqp://guest:guest@{}/nope", b.server.amqp_addr);
+    let r = within(Connection::connect(&url, ConnectionProperties::default())).await;
+    assert_code(r.map(|_| ()), 530);
+}
+
+#[tokio::test]
+async fn tune_values_are_negotiated() {
+    let b = start().await;
+    let url = format!(
+        "amqp://guest:guest@{}/%2f?heartbeat=5&channel_max=10&frame_max=8192",
+        b.server.amqp_addr
+    );
+    let c = within(Connection::connect(&url, ConnectionProperties::default()))
+        .await
+        .expect("connect");
+    assert_eq!(c.configuration().heartbeat(), 5);
+    assert_eq!(c.configuration().channel_max(), 10);
+    assert_eq!(c.configuration().frame_max(), 8192);
+}
+
+#[tokio::test]
+async fn channel_beyond_channel_max_is_530() {
+    let b = start_with(|c| c.channel_max = 3).await;
+    let mut r = Raw::open(b.server.amqp_addr).await;
+    r.send(&method(
+        4,
+        AMQPClass::Channel(channel::AMQPMethod::Open(channel::Open {})),
+    ))
+    .await;
+    assert_eq!(r.connection_close_code().await, Some(530));
+}
+
+#[tokio::test]
+async fn heartbeats_are_sent_and_a_silent_peer_is_dropped() {
+    let b = start_with(|c| c.heartbeat = 1).await;
+    let mut r = Raw::connect(b.server.amqp_addr).await;
+    r.send(b"AMQP\x00\x00\x09\x01").await;
+    r.frame().await;
+    r.send(&method(
+        0,
+        AMQPClass::Connection(connection::AMQPMethod::StartOk(connection::StartOk {
+            client_properties: FieldTable::default(),
+            mechanism: "PLAIN".into(),
+            response: "\0guest\0guest".into(),
+            locale: "en_US".into(),
+        })),
+    ))
+    .await;
+    r.frame().await;
+    r.send(&method(
+        0,
+        AMQPClass::Connection(connection::AMQPMethod::TuneOk(connection::TuneOk {
+            channel_max: 10,
+            frame_max: 131_072,
+            heartbeat: 1,
+        })),
+    ))
+    .await;
+    r.send(&method(
+        0,
+        AMQPClass::Connection(connection::AMQPMethod::Open(connection::Open {
+            virtual_host: "/".into(),
+        })),
+    ))
+    .await;
+    r.frame().await;
+    // The broker sends heartbeat frames while idle...
+    let hb = r.read_exact_bytes(8).await.expect("heartbeat");
+    assert_eq!(hb, [8, 0, 0, 0, 0, 0, 0, 0xCE]);
+    // ...and drops a peer that sends nothing for more than two intervals.
+    let started = std::time::Instant::now();
+    assert!(r.closed_by_peer().await);
+    assert!(started.elapsed() < Duration::from_secs(6));
+}
+
+#[tokio::test]
+async fn client_close_gets_close_ok() {
+    let b = start().await;
+    let mut r = Raw::open(b.server.amqp_addr).await;
+    r.send(&method(
+        0,
+        AMQPClass::Connection(connection::AMQPMethod::Close(connection::Close {
+            reply_code: 200,
+            reply_text: "bye".into(),
+            class_id: 0,
+            method_id: 0,
+        })),
+    ))
+    .await;
+    assert!(matches!(
+        r.frame().await,
+        Some(AMQPFrame::Method(
+            0,
+            AMQPClass::Connection(connection::AMQPMethod::CloseOk(_))
+        ))
+    ));
+    assert!(r.closed_by_peer().await);
+}
+
+#[tokio::test]
+async fn update_secret_is_answered() {
+    let b = start().await;
+    let c = b.connect().await;
+    within(c.update_secret("guest".into(), "refresh".into()))
+        .await
+        .expect("update-secret-ok");
+    within(c.create_channel()).await.expect("still usable");
+}
+
+#[tokio::test]
+async fn channel_flow_false_is_540_and_true_is_ok() {
+    let b = start().await;
+    let (_c, ch) = b.channel().await;
+    let active = within(ch.channel_flow(lapin::options::ChannelFlowOptions { active: true }))
+        .await
+        .expect("flow-ok");
+    assert!(active);
+    let r = within(ch.channel_flow(lapin::options::ChannelFlowOptions { active: false })).await;
+    assert_code(r, 540);
+}
+
+#[tokio::test]
+async fn channel_close_and_reopen_same_number() {
+    let b = start().await;
+    let mut r = Raw::open(b.server.amqp_addr).await;
+    r.send(&method(
+        1,
+        AMQPClass::Channel(channel::AMQPMethod::Close(channel::Close {
+            reply_code: 200,
+            reply_text: "".into(),
+            class_id: 0,
+            method_id: 0,
+        })),
+    ))
+    .await;
+    assert!(matches!(
+        r.frame().await,
+        Some(AMQPFrame::Method(
+            1,
+            AMQPClass::Channel(channel::AMQPMethod::CloseOk(_))
+        ))
+    ));
+    r.send(&method(
+        1,
+        AMQPClass::Channel(channel::AMQPMethod::Open(channel::Open {})),
+    ))
+    .await;
+    assert!(matches!(
+        r.frame().await,
+        Some(AMQPFrame::Method(
+            1,
+            AMQPClass::Channel(channel::AMQPMethod::OpenOk(_))
+        ))
+    ));
+    // A second open of an open channel is a 504 channel error on the connection.
+    r.send(&method(
+        1,
+        AMQPClass::Channel(channel::AMQPMethod::Open(channel::Open {})),
+    ))
+    .await;
+    assert_eq!(r.connection_close_code().await, Some(504));
+}
+
+#[tokio::test]
+async fn shutdown_closes_clients_with_320() {
+    let b = start().await;
+    let mut r = Raw::open(b.server.amqp_addr).await;
+    let TestBroker { server, dir: _dir } = b;
+    let stop = tokio::spawn(server.shutdown());
+    assert_eq!(r.connection_close_code().await, Some(320));
+    r.send(&method(
+        0,
+        AMQPClass::Connection(connection::AMQPMethod::CloseOk(connection::CloseOk {})),
+    ))
+    .await;
+    within(stop).await.expect("shutdown finishes");
+}
