@@ -39,6 +39,8 @@ pub struct QueueOptions {
     pub auto_delete: bool,
     /// x-arguments.
     pub arguments: FieldTable,
+    /// The broker chose the name (`amq.gen-...`), so the reserved prefix is allowed.
+    pub server_named: bool,
 }
 
 /// Options of exchange.declare.
@@ -408,7 +410,7 @@ impl VHost {
         if o.passive {
             return Err(self.no_queue(name));
         }
-        if name.starts_with("amq.") {
+        if name.starts_with("amq.") && !o.server_named {
             return Err(AmqpError::access_refused(format!(
                 "queue name '{name}' contains reserved prefix 'amq.*'"
             )));

@@ -278,12 +278,7 @@ impl Connection {
                 self.on_connection_method(*m)
                     .map_err(|e| e.with_method(class, method))
             }
-            Frame::Method(ch, m) => {
-                let (class, method) = (m.get_amqp_class_id(), m.get_amqp_method_id());
-                self.on_channel_frame(ch, ChannelFrame::Method(m))
-                    .await
-                    .map_err(|e| e.with_method(class, method))
-            }
+            Frame::Method(ch, m) => self.on_channel_frame(ch, ChannelFrame::Method(m)).await,
             Frame::Refused(ch, e) => {
                 if ch != 0 && e.scope == Scope::Channel {
                     if let Some(mut c) = self.channel_slot(ch).take() {
@@ -345,6 +340,10 @@ impl Connection {
         }
         let slot = self.channel_slot(id).take();
         let Some(mut ch) = slot else {
+            let ids = match &frame {
+                ChannelFrame::Method(m) => (m.get_amqp_class_id(), m.get_amqp_method_id()),
+                _ => (0, 0),
+            };
             return match frame {
                 ChannelFrame::Method(m) => match *m {
                     AMQPClass::Channel(channel::AMQPMethod::Open(_)) => {
@@ -361,7 +360,12 @@ impl Connection {
                     _ => Err(AmqpError::channel_error("expected 'channel.open'")),
                 },
                 _ => Err(AmqpError::channel_error("expected 'channel.open'")),
-            };
+            }
+            .map_err(|e| e.with_method(ids.0, ids.1));
+        };
+        let ids = match &frame {
+            ChannelFrame::Method(m) => (m.get_amqp_class_id(), m.get_amqp_method_id()),
+            _ => (0, 0),
         };
         let result = if ch.closing {
             // After channel.close only close-ok (or a crossing close) matters.
@@ -379,7 +383,9 @@ impl Connection {
             }
             Ok(())
         } else {
-            self.on_open_channel_frame(&mut ch, frame).await
+            self.on_open_channel_frame(&mut ch, frame)
+                .await
+                .map_err(|e| e.with_method(ids.0, ids.1))
         };
         let result = match result {
             Err(e) if e.scope == Scope::Channel => {

@@ -25,9 +25,10 @@ impl Connection {
     }
 
     async fn queue_declare(&mut self, ch: &mut Channel, d: queue::Declare) -> AmqpResult<()> {
-        let name = match d.queue.as_str() {
-            "" if !d.passive => generated_name("amq.gen-"),
-            n => n.to_owned(),
+        let server_named = d.queue.as_str().is_empty() && !d.passive;
+        let name = match server_named {
+            true => generated_name("amq.gen-"),
+            false => d.queue.as_str().to_owned(),
         };
         let q = self.vhost.queue_declare(
             &name,
@@ -37,6 +38,7 @@ impl Connection {
                 exclusive: d.exclusive,
                 auto_delete: d.auto_delete,
                 arguments: d.arguments,
+                server_named,
             },
             self.id,
         )?;
