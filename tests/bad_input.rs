@@ -254,3 +254,55 @@ async fn half_open_handshake_times_out() {
     assert!(r.closed_by_peer().await);
     still_serving(&b).await;
 }
+
+#[tokio::test]
+async fn header_tables_pass_through_byte_for_byte() {
+    let b = start().await;
+    let mut r = Raw::open(b.server.amqp_addr).await;
+    let mut declare = vec![0, 0];
+    declare.extend(short_str(b"q"));
+    declare.extend_from_slice(&[0, 0, 0, 0, 0]);
+    r.send(&raw_method(1, 50, 10, &declare)).await;
+    r.frame().await;
+    // Properties: flags with only `headers` (bit 13) set, then a table whose keys are not in
+    // sorted order and hold types a re-encoder might normalise ('l' 64-bit, 'x' byte array).
+    let mut table = short_str(b"zeta");
+    table.push(b'l');
+    table.extend_from_slice(&5i64.to_be_bytes());
+    table.extend(short_str(b"alpha"));
+    table.push(b'x');
+    table.extend_from_slice(&3u32.to_be_bytes());
+    table.extend_from_slice(b"abc");
+    let mut props = (1u16 << 13).to_be_bytes().to_vec();
+    props.extend_from_slice(&(table.len() as u32).to_be_bytes());
+    props.extend(table);
+    let mut header = 60u16.to_be_bytes().to_vec();
+    header.extend_from_slice(&[0, 0]);
+    header.extend_from_slice(&4u64.to_be_bytes());
+    header.extend_from_slice(&props);
+    let mut bytes = publish_to("q");
+    bytes.extend(frame(2, 1, &header));
+    bytes.extend(frame(3, 1, b"body"));
+    let mut get = vec![0, 0];
+    get.extend(short_str(b"q"));
+    get.push(1);
+    bytes.extend(raw_method(1, 60, 70, &get));
+    r.send(&bytes).await;
+    match r.frame().await {
+        Some(amq_protocol::frame::AMQPFrame::Method(
+            1,
+            AMQPClass::Basic(basic::AMQPMethod::GetOk(_)),
+        )) => {}
+        other => panic!("expected get-ok, got {other:?}"),
+    }
+    // The content header frame as delivered: 7-byte frame header, then class, weight, size.
+    let head = r.read_exact_bytes(7).await.expect("header frame");
+    assert_eq!(head[0], 2);
+    let len = u32::from_be_bytes([head[3], head[4], head[5], head[6]]) as usize;
+    let payload = r.read_exact_bytes(len + 1).await.expect("payload");
+    assert_eq!(
+        &payload[12..len],
+        &props[..],
+        "properties changed in transit"
+    );
+}

@@ -19,16 +19,25 @@ async fn declare(ch: &Channel, q: &str) {
 }
 
 async fn publish(ch: &Channel, q: &str, body: &[u8]) {
-    within(ch.basic_publish("".into(), q.into(), Default::default(), body, BasicProperties::default()))
-        .await
-        .expect("publish");
+    within(ch.basic_publish(
+        "".into(),
+        q.into(),
+        Default::default(),
+        body,
+        BasicProperties::default(),
+    ))
+    .await
+    .expect("publish");
 }
 
 async fn consume(ch: &Channel, q: &str, tag: &str, no_ack: bool) -> Consumer {
     within(ch.basic_consume(
         q.into(),
         tag.into(),
-        BasicConsumeOptions { no_ack, ..Default::default() },
+        BasicConsumeOptions {
+            no_ack,
+            ..Default::default()
+        },
         FieldTable::default(),
     ))
     .await
@@ -36,7 +45,10 @@ async fn consume(ch: &Channel, q: &str, tag: &str, no_ack: bool) -> Consumer {
 }
 
 async fn next(c: &mut Consumer) -> Delivery {
-    within(c.next()).await.expect("stream open").expect("delivery")
+    within(c.next())
+        .await
+        .expect("stream open")
+        .expect("delivery")
 }
 
 /// Asserts nothing arrives for a short while.
@@ -59,10 +71,22 @@ async fn consume_tags_duplicates_and_missing_queue() {
     assert!(server_named.tag().as_str().starts_with("amq.ctag-"));
     let _mine = consume(&ch, "q", "mine", false).await;
     // Reusing a tag on the channel is a connection error (530).
-    let r = within(ch.basic_consume("q".into(), "mine".into(), Default::default(), FieldTable::default())).await;
+    let r = within(ch.basic_consume(
+        "q".into(),
+        "mine".into(),
+        Default::default(),
+        FieldTable::default(),
+    ))
+    .await;
     assert_code(r.map(|_| ()), 530);
     let (c2, ch) = b.channel().await;
-    let r = within(ch.basic_consume("missing".into(), "".into(), Default::default(), FieldTable::default())).await;
+    let r = within(ch.basic_consume(
+        "missing".into(),
+        "".into(),
+        Default::default(),
+        FieldTable::default(),
+    ))
+    .await;
     assert_code(r.map(|_| ()), 404);
     drop((c, c2));
 }
@@ -73,16 +97,39 @@ async fn exclusive_consumer_is_403_both_ways() {
     let (c, ch) = b.channel().await;
     declare(&ch, "q").await;
     // lapin cancels a consumer when its stream is dropped, so keep it.
-    let _x = within(ch.basic_consume("q".into(), "x".into(), BasicConsumeOptions { exclusive: true, ..Default::default() }, FieldTable::default()))
-        .await
-        .expect("exclusive consume");
+    let _x = within(ch.basic_consume(
+        "q".into(),
+        "x".into(),
+        BasicConsumeOptions {
+            exclusive: true,
+            ..Default::default()
+        },
+        FieldTable::default(),
+    ))
+    .await
+    .expect("exclusive consume");
     let ch2 = within(c.create_channel()).await.expect("channel");
-    let r = within(ch2.basic_consume("q".into(), "y".into(), Default::default(), FieldTable::default())).await;
+    let r = within(ch2.basic_consume(
+        "q".into(),
+        "y".into(),
+        Default::default(),
+        FieldTable::default(),
+    ))
+    .await;
     assert_code(r.map(|_| ()), 403);
     declare(&ch, "q2").await;
     let _a = consume(&ch, "q2", "a", false).await;
     let ch3 = within(c.create_channel()).await.expect("channel");
-    let r = within(ch3.basic_consume("q2".into(), "b".into(), BasicConsumeOptions { exclusive: true, ..Default::default() }, FieldTable::default())).await;
+    let r = within(ch3.basic_consume(
+        "q2".into(),
+        "b".into(),
+        BasicConsumeOptions {
+            exclusive: true,
+            ..Default::default()
+        },
+        FieldTable::default(),
+    ))
+    .await;
     assert_code(r.map(|_| ()), 403);
 }
 
@@ -91,13 +138,28 @@ async fn get_empty_and_get_ok_counts() {
     let b = start().await;
     let (_c, ch) = b.channel().await;
     declare(&ch, "q").await;
-    assert!(within(ch.basic_get("q".into(), Default::default())).await.expect("get").is_none());
+    assert!(within(ch.basic_get("q".into(), Default::default()))
+        .await
+        .expect("get")
+        .is_none());
     publish(&ch, "q", b"a").await;
     publish(&ch, "q", b"b").await;
-    let m = within(ch.basic_get("q".into(), BasicGetOptions { no_ack: true })).await.expect("get").expect("msg");
-    assert_eq!((m.delivery.data.as_slice(), m.message_count), (&b"a"[..], 1));
-    let m = within(ch.basic_get("q".into(), BasicGetOptions { no_ack: true })).await.expect("get").expect("msg");
-    assert_eq!((m.delivery.data.as_slice(), m.message_count), (&b"b"[..], 0));
+    let m = within(ch.basic_get("q".into(), BasicGetOptions { no_ack: true }))
+        .await
+        .expect("get")
+        .expect("msg");
+    assert_eq!(
+        (m.delivery.data.as_slice(), m.message_count),
+        (&b"a"[..], 1)
+    );
+    let m = within(ch.basic_get("q".into(), BasicGetOptions { no_ack: true }))
+        .await
+        .expect("get")
+        .expect("msg");
+    assert_eq!(
+        (m.delivery.data.as_slice(), m.message_count),
+        (&b"b"[..], 0)
+    );
 }
 
 #[tokio::test]
@@ -105,12 +167,24 @@ async fn unknown_and_double_acks_are_406() {
     let b = start().await;
     let (c, ch) = b.channel().await;
     declare(&ch, "q").await;
-    assert_code(within(ch.basic_ack(99, Default::default())).await.and(within(ch.basic_qos(1, Default::default())).await), 406);
+    assert_code(
+        within(ch.basic_ack(99, Default::default()))
+            .await
+            .and(within(ch.basic_qos(1, Default::default())).await),
+        406,
+    );
     let ch = within(c.create_channel()).await.expect("channel");
     publish(&ch, "q", b"a").await;
-    let m = within(ch.basic_get("q".into(), Default::default())).await.expect("get").expect("msg");
-    within(ch.basic_ack(m.delivery.delivery_tag, Default::default())).await.expect("ack");
-    within(ch.basic_ack(m.delivery.delivery_tag, Default::default())).await.expect("sent");
+    let m = within(ch.basic_get("q".into(), Default::default()))
+        .await
+        .expect("get")
+        .expect("msg");
+    within(ch.basic_ack(m.delivery.delivery_tag, Default::default()))
+        .await
+        .expect("ack");
+    within(ch.basic_ack(m.delivery.delivery_tag, Default::default()))
+        .await
+        .expect("sent");
     assert_code(within(ch.basic_qos(1, Default::default())).await, 406);
 }
 
@@ -128,12 +202,26 @@ async fn requeued_messages_return_to_their_original_position_flagged_redelivered
     let d3 = next(&mut cons).await;
     let d4 = next(&mut cons).await;
     assert!(!d1.redelivered);
-    within(ch.basic_cancel("c".into(), Default::default())).await.expect("cancel");
+    within(ch.basic_cancel("c".into(), Default::default()))
+        .await
+        .expect("cancel");
     // Reject 3 and nack 1 with requeue; ack 2; nack 4 without requeue (dropped).
-    within(d3.reject(BasicRejectOptions { requeue: true })).await.expect("reject");
-    within(d1.nack(BasicNackOptions { requeue: true, multiple: false })).await.expect("nack");
+    within(d3.reject(BasicRejectOptions { requeue: true }))
+        .await
+        .expect("reject");
+    within(d1.nack(BasicNackOptions {
+        requeue: true,
+        multiple: false,
+    }))
+    .await
+    .expect("nack");
     within(d2.ack(Default::default())).await.expect("ack");
-    within(d4.nack(BasicNackOptions { requeue: false, multiple: false })).await.expect("drop");
+    within(d4.nack(BasicNackOptions {
+        requeue: false,
+        multiple: false,
+    }))
+    .await
+    .expect("drop");
     let ch2 = within(c.create_channel()).await.expect("channel");
     let mut cons = consume(&ch2, "q", "c2", false).await;
     let a = next(&mut cons).await;
@@ -172,7 +260,10 @@ async fn unacked_messages_are_requeued_when_the_channel_closes() {
     within(c3.close(200, "bye".into())).await.expect("close");
     let mut got = None;
     for _ in 0..50 {
-        if let Some(m) = within(ch.basic_get("r".into(), BasicGetOptions { no_ack: true })).await.expect("get") {
+        if let Some(m) = within(ch.basic_get("r".into(), BasicGetOptions { no_ack: true }))
+            .await
+            .expect("get")
+        {
             got = Some(m);
             break;
         }
@@ -195,17 +286,35 @@ async fn multiple_ack_and_nack() {
     for _ in 0..5 {
         ds.push(next(&mut cons).await);
     }
-    within(ds[2].ack(BasicAckOptions { multiple: true })).await.expect("ack 1..3");
-    within(ds[4].nack(BasicNackOptions { multiple: true, requeue: true })).await.expect("nack 4..5");
+    within(ds[2].ack(BasicAckOptions { multiple: true }))
+        .await
+        .expect("ack 1..3");
+    within(ds[4].nack(BasicNackOptions {
+        multiple: true,
+        requeue: true,
+    }))
+    .await
+    .expect("nack 4..5");
     let a = next(&mut cons).await;
     let b2 = next(&mut cons).await;
     assert_eq!((text(&a), text(&b2)), ("4".into(), "5".into()));
     assert!(a.redelivered && b2.redelivered);
-    within(ch.basic_ack(0, BasicAckOptions { multiple: true })).await.expect("ack all");
-    within(ch.basic_cancel("c".into(), Default::default())).await.expect("cancel");
-    let q = within(ch.queue_declare("q".into(), QueueDeclareOptions { passive: true, ..Default::default() }, FieldTable::default()))
+    within(ch.basic_ack(0, BasicAckOptions { multiple: true }))
         .await
-        .expect("passive");
+        .expect("ack all");
+    within(ch.basic_cancel("c".into(), Default::default()))
+        .await
+        .expect("cancel");
+    let q = within(ch.queue_declare(
+        "q".into(),
+        QueueDeclareOptions {
+            passive: true,
+            ..Default::default()
+        },
+        FieldTable::default(),
+    ))
+    .await
+    .expect("passive");
     assert_eq!(q.message_count(), 0);
 }
 
@@ -217,11 +326,16 @@ async fn recover_requeues_and_recover_without_requeue_is_540() {
     publish(&ch, "q", b"a").await;
     let mut cons = consume(&ch, "q", "c", false).await;
     assert!(!next(&mut cons).await.redelivered);
-    within(ch.basic_recover(BasicRecoverOptions { requeue: true })).await.expect("recover");
+    within(ch.basic_recover(BasicRecoverOptions { requeue: true }))
+        .await
+        .expect("recover");
     let d = next(&mut cons).await;
     assert!(d.redelivered);
     let ch2 = within(c.create_channel()).await.expect("channel");
-    assert_code(within(ch2.basic_recover(BasicRecoverOptions { requeue: false })).await, 540);
+    assert_code(
+        within(ch2.basic_recover(BasicRecoverOptions { requeue: false })).await,
+        540,
+    );
 }
 
 #[tokio::test]
@@ -232,7 +346,9 @@ async fn per_consumer_prefetch_limits_unacked_and_resumes_on_ack() {
     for i in 0..5 {
         publish(&ch, "q", format!("{i}").as_bytes()).await;
     }
-    within(ch.basic_qos(2, Default::default())).await.expect("qos");
+    within(ch.basic_qos(2, Default::default()))
+        .await
+        .expect("qos");
     let mut cons = consume(&ch, "q", "c", false).await;
     let d0 = next(&mut cons).await;
     let d1 = next(&mut cons).await;
@@ -241,7 +357,9 @@ async fn per_consumer_prefetch_limits_unacked_and_resumes_on_ack() {
     let d2 = next(&mut cons).await;
     assert_eq!(text(&d2), "2");
     quiet(&mut cons).await;
-    within(d1.ack(BasicAckOptions { multiple: false })).await.expect("ack");
+    within(d1.ack(BasicAckOptions { multiple: false }))
+        .await
+        .expect("ack");
     assert_eq!(text(&next(&mut cons).await), "3");
 }
 
@@ -255,7 +373,9 @@ async fn global_prefetch_is_shared_by_the_channels_consumers() {
         publish(&ch, "a", format!("a{i}").as_bytes()).await;
         publish(&ch, "b", format!("b{i}").as_bytes()).await;
     }
-    within(ch.basic_qos(3, BasicQosOptions { global: true })).await.expect("qos");
+    within(ch.basic_qos(3, BasicQosOptions { global: true }))
+        .await
+        .expect("qos");
     let mut ca = consume(&ch, "a", "ca", false).await;
     let mut cb = consume(&ch, "b", "cb", false).await;
     let mut got = Vec::new();
@@ -285,7 +405,9 @@ async fn round_robin_across_consumers_and_slow_consumer_does_not_block_others() 
     let (c, ch) = b.channel().await;
     declare(&ch, "q").await;
     let slow_ch = within(c.create_channel()).await.expect("channel");
-    within(slow_ch.basic_qos(1, Default::default())).await.expect("qos");
+    within(slow_ch.basic_qos(1, Default::default()))
+        .await
+        .expect("qos");
     let mut slow = consume(&slow_ch, "q", "slow", false).await;
     let fast_ch = within(c.create_channel()).await.expect("channel");
     let mut fast = consume(&fast_ch, "q", "fast", true).await;
@@ -307,11 +429,16 @@ async fn round_robin_across_consumers_and_slow_consumer_does_not_block_others() 
 async fn mandatory_unroutable_is_returned_with_312() {
     let b = start().await;
     let (_c, ch) = b.channel().await;
-    within(ch.confirm_select(Default::default())).await.expect("confirm");
+    within(ch.confirm_select(Default::default()))
+        .await
+        .expect("confirm");
     let confirm = within(ch.basic_publish(
         "amq.direct".into(),
         "nowhere".into(),
-        BasicPublishOptions { mandatory: true, ..Default::default() },
+        BasicPublishOptions {
+            mandatory: true,
+            ..Default::default()
+        },
         b"lost",
         BasicProperties::default().with_message_id("m1".into()),
     ))
@@ -323,7 +450,15 @@ async fn mandatory_unroutable_is_returned_with_312() {
     assert_eq!(returned.reply_code, 312);
     assert_eq!(returned.reply_text.as_str(), "NO_ROUTE");
     assert_eq!(returned.delivery.data, b"lost");
-    assert_eq!(returned.delivery.properties.message_id().as_ref().map(|s| s.as_str()), Some("m1"));
+    assert_eq!(
+        returned
+            .delivery
+            .properties
+            .message_id()
+            .as_ref()
+            .map(|s| s.as_str()),
+        Some("m1")
+    );
 }
 
 #[tokio::test]
@@ -331,25 +466,49 @@ async fn user_id_must_match_the_connection_user() {
     let b = start().await;
     let (c, ch) = b.channel().await;
     declare(&ch, "q").await;
-    within(ch.basic_publish("".into(), "q".into(), Default::default(), b"ok", BasicProperties::default().with_user_id("guest".into())))
-        .await
-        .expect("publish");
-    within(ch.basic_publish("".into(), "q".into(), Default::default(), b"bad", BasicProperties::default().with_user_id("mallory".into())))
-        .await
-        .expect("publish");
+    within(ch.basic_publish(
+        "".into(),
+        "q".into(),
+        Default::default(),
+        b"ok",
+        BasicProperties::default().with_user_id("guest".into()),
+    ))
+    .await
+    .expect("publish");
+    within(ch.basic_publish(
+        "".into(),
+        "q".into(),
+        Default::default(),
+        b"bad",
+        BasicProperties::default().with_user_id("mallory".into()),
+    ))
+    .await
+    .expect("publish");
     assert_code(within(ch.basic_qos(1, Default::default())).await, 406);
     let ch = within(c.create_channel()).await.expect("channel");
-    let q = within(ch.queue_declare("q".into(), QueueDeclareOptions { passive: true, ..Default::default() }, FieldTable::default()))
-        .await
-        .expect("passive");
+    let q = within(ch.queue_declare(
+        "q".into(),
+        QueueDeclareOptions {
+            passive: true,
+            ..Default::default()
+        },
+        FieldTable::default(),
+    ))
+    .await
+    .expect("passive");
     assert_eq!(q.message_count(), 1);
 }
 
 #[tokio::test]
 async fn large_and_empty_messages_cross_frame_boundaries_intact() {
     let b = start().await;
-    let url = format!("amqp://guest:guest@{}/%2f?frame_max=4096", b.server.amqp_addr);
-    let c = within(lapin::Connection::connect(&url, Default::default())).await.expect("connect");
+    let url = format!(
+        "amqp://guest:guest@{}/%2f?frame_max=4096",
+        b.server.amqp_addr
+    );
+    let c = within(lapin::Connection::connect(&url, Default::default()))
+        .await
+        .expect("connect");
     let ch = within(c.create_channel()).await.expect("channel");
     declare(&ch, "q").await;
     let big: Vec<u8> = (0..1_000_000u32).map(|i| (i % 251) as u8).collect();
@@ -368,7 +527,10 @@ async fn message_properties_and_headers_pass_through() {
     let mut headers = FieldTable::default();
     headers.insert("zeta".into(), AMQPValue::LongString("last".into()));
     headers.insert("alpha".into(), AMQPValue::LongLongInt(-5));
-    headers.insert("nested".into(), AMQPValue::FieldTable(FieldTable::default()));
+    headers.insert(
+        "nested".into(),
+        AMQPValue::FieldTable(FieldTable::default()),
+    );
     let props = BasicProperties::default()
         .with_content_type("text/plain".into())
         .with_content_encoding("utf-8".into())
@@ -383,9 +545,15 @@ async fn message_properties_and_headers_pass_through() {
         .with_type("kind".into())
         .with_user_id("guest".into())
         .with_app_id("app".into());
-    within(ch.basic_publish("".into(), "q".into(), Default::default(), b"p", props.clone()))
-        .await
-        .expect("publish");
+    within(ch.basic_publish(
+        "".into(),
+        "q".into(),
+        Default::default(),
+        b"p",
+        props.clone(),
+    ))
+    .await
+    .expect("publish");
     let mut cons = consume(&ch, "q", "c", true).await;
     let d = next(&mut cons).await;
     assert_eq!(d.properties, props);
@@ -400,10 +568,16 @@ async fn consumers_are_told_when_their_queue_is_deleted() {
     declare(&ch, "q").await;
     let mut cons = consume(&ch, "q", "c", false).await;
     let other = within(c.create_channel()).await.expect("channel");
-    within(other.queue_delete("q".into(), Default::default())).await.expect("delete");
+    within(other.queue_delete("q".into(), Default::default()))
+        .await
+        .expect("delete");
     // lapin ends the consumer stream when it receives basic.cancel from the broker.
     let end = within(cons.next()).await;
-    assert!(end.is_none(), "consumer stream should end, got {:?}", end.map(|d| d.map(|d| d.data)));
+    assert!(
+        end.is_none(),
+        "consumer stream should end, got {:?}",
+        end.map(|d| d.map(|d| d.data))
+    );
     // The channel is still usable.
     declare(&ch, "again").await;
 }
@@ -416,11 +590,18 @@ async fn cancel_stops_deliveries_and_leaves_unacked_with_the_channel() {
     publish(&ch, "q", b"1").await;
     let mut cons = consume(&ch, "q", "c", false).await;
     let d = next(&mut cons).await;
-    within(ch.basic_cancel("c".into(), Default::default())).await.expect("cancel");
+    within(ch.basic_cancel("c".into(), Default::default()))
+        .await
+        .expect("cancel");
     publish(&ch, "q", b"2").await;
     // The unacked message can still be acked after the cancel.
-    within(d.ack(Default::default())).await.expect("ack after cancel");
-    let m = within(ch.basic_get("q".into(), BasicGetOptions { no_ack: true })).await.expect("get").expect("msg");
+    within(d.ack(Default::default()))
+        .await
+        .expect("ack after cancel");
+    let m = within(ch.basic_get("q".into(), BasicGetOptions { no_ack: true }))
+        .await
+        .expect("get")
+        .expect("msg");
     assert_eq!(m.delivery.data, b"2");
     assert!(!m.delivery.redelivered);
 }

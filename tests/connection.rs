@@ -335,3 +335,41 @@ async fn shutdown_closes_clients_with_320() {
     .await;
     within(stop).await.expect("shutdown finishes");
 }
+
+#[tokio::test]
+async fn the_binary_starts_and_stops_on_sigterm_closing_clients_with_320() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let port = {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").expect("probe port");
+        l.local_addr().expect("addr").port()
+    };
+    let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_warren"))
+        .arg("--amqp-listen")
+        .arg(format!("127.0.0.1:{port}"))
+        .arg("--data-dir")
+        .arg(dir.path())
+        .arg("--config")
+        .arg(concat!(env!("CARGO_MANIFEST_DIR"), "/config/warren.toml"))
+        .kill_on_drop(true)
+        .spawn()
+        .expect("spawn warren");
+    let addr: std::net::SocketAddr = format!("127.0.0.1:{port}").parse().expect("addr");
+    let mut raw = None;
+    for _ in 0..100 {
+        if tokio::net::TcpStream::connect(addr).await.is_ok() {
+            raw = Some(Raw::open(addr).await);
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let mut r = raw.expect("broker came up");
+    let pid = child.id().expect("pid");
+    let killed = std::process::Command::new("kill")
+        .args(["-TERM", &pid.to_string()])
+        .status()
+        .expect("kill");
+    assert!(killed.success());
+    assert_eq!(r.connection_close_code().await, Some(320));
+    let status = within(child.wait()).await.expect("exit status");
+    assert!(status.success(), "exit status {status}");
+}
