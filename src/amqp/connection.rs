@@ -512,7 +512,7 @@ impl Connection {
         match e {
             ConsumerEvent::Deliver(d) => self.on_deliver(d).await,
             ConsumerEvent::Cancelled { channel, tag } => {
-                let notify = self.cancel_notify;
+                let notify = self.cancel_notify && self.closing.is_none();
                 let Some(ch) = self.open_channel(channel) else {
                     return;
                 };
@@ -535,10 +535,18 @@ impl Connection {
         }
         let frame_max = self.frame_max;
         let out = &mut self.out;
+        let closing = self.closing.is_some();
         let ch = match self.channels.get_mut(usize::from(d.channel)) {
-            Some(Some(ch)) if !ch.closing && ch.consumers.contains_key(&d.tag) => ch,
+            Some(Some(ch))
+                if !closing
+                    && !ch.closing
+                    && ch.consumers.get(&d.tag).is_some_and(|c| c.id == d.consumer) =>
+            {
+                ch
+            }
             other => {
-                // Channel closed or consumer cancelled: the message never reached the client.
+                // Connection or channel closing, or consumer cancelled: the message never
+                // reached the client, so it goes back.
                 if let Some(Some(ch)) = other {
                     if !d.no_ack {
                         ch.limiter.release(1);

@@ -296,6 +296,7 @@ impl QueueActor {
             let d = Delivery {
                 channel: c.spec.channel,
                 tag: c.spec.tag.clone(),
+                consumer: c.spec.id,
                 queue: self.shared.clone(),
                 seq: r.seq,
                 redelivered: r.redelivered,

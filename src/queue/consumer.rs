@@ -32,6 +32,8 @@ pub struct Delivery {
     pub channel: u16,
     /// Consumer tag.
     pub tag: Arc<str>,
+    /// Broker-unique id of the consumer (a tag can be reused after a cancel).
+    pub consumer: u64,
     /// Queue it comes from (for the ack).
     pub queue: QueueRef,
     /// The queue's sequence number of the message.
