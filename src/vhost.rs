@@ -67,13 +67,31 @@ pub struct VHost {
     queues: DashMap<String, QueueRef>,
 }
 
+/// Describes an argument value as RabbitMQ's inequivalence errors do.
 fn value_text(v: Option<&AMQPValue>) -> String {
-    match v {
-        None => "none".into(),
-        Some(AMQPValue::LongString(s)) => format!("'{s}'"),
-        Some(AMQPValue::ShortString(s)) => format!("'{s}'"),
-        Some(other) => format!("{other:?}"),
-    }
+    let Some(v) = v else {
+        return "none".into();
+    };
+    let (text, kind) = match v {
+        AMQPValue::LongString(s) => (
+            String::from_utf8_lossy(s.as_bytes()).into_owned(),
+            "longstr",
+        ),
+        AMQPValue::ShortString(s) => (s.to_string(), "shortstr"),
+        AMQPValue::Boolean(b) => (b.to_string(), "bool"),
+        AMQPValue::ShortShortInt(n) => (n.to_string(), "byte"),
+        AMQPValue::ShortShortUInt(n) => (n.to_string(), "unsignedbyte"),
+        AMQPValue::ShortInt(n) => (n.to_string(), "short"),
+        AMQPValue::ShortUInt(n) => (n.to_string(), "unsignedshort"),
+        AMQPValue::LongInt(n) => (n.to_string(), "signedint"),
+        AMQPValue::LongUInt(n) => (n.to_string(), "unsignedint"),
+        AMQPValue::LongLongInt(n) => (n.to_string(), "long"),
+        AMQPValue::Float(n) => (n.to_string(), "float"),
+        AMQPValue::Double(n) => (n.to_string(), "double"),
+        AMQPValue::Timestamp(n) => (n.to_string(), "timestamp"),
+        other => (format!("{other:?}"), "table"),
+    };
+    format!("the value '{text}' of type '{kind}'")
 }
 
 impl VHost {
@@ -170,19 +188,16 @@ impl VHost {
         type_name: &str,
         o: &ExchangeOptions,
     ) -> AmqpResult<()> {
+        if name.is_empty() {
+            return Err(Self::default_exchange_refused());
+        }
         if o.passive {
             self.exchange(name)?;
             return Ok(());
         }
         let kind = ExchangeKind::parse(type_name).ok_or_else(|| {
-            AmqpError::precondition_failed(format!(
-                "invalid type '{type_name}' for exchange '{name}' in vhost '{}'",
-                self.name
-            ))
+            AmqpError::precondition_failed(format!("invalid exchange type '{type_name}'"))
         })?;
-        if name.is_empty() {
-            return Err(Self::default_exchange_refused());
-        }
         let existing = match self.exchanges.entry(name.to_owned()) {
             dashmap::mapref::entry::Entry::Occupied(e) => e.get().clone(),
             dashmap::mapref::entry::Entry::Vacant(e) => {
@@ -242,7 +257,11 @@ impl VHost {
             existing.arguments.inner().get(key),
         );
         if a != b {
-            return Err(neq(key, value_text(a), value_text(b)));
+            return Err(AmqpError::precondition_failed(format!(
+                "inequivalent arg '{key}' for {what}: received {} but current is {}",
+                value_text(a),
+                value_text(b)
+            )));
         }
         Ok(())
     }
@@ -334,7 +353,7 @@ impl VHost {
         Ok(())
     }
 
-    /// exchange.unbind.
+    /// exchange.unbind; unbinding from or to a missing exchange succeeds, as in RabbitMQ.
     pub fn exchange_unbind(
         &self,
         destination: &str,
@@ -342,15 +361,19 @@ impl VHost {
         key: &str,
         args: &FieldTable,
     ) -> AmqpResult<()> {
-        let x = self.binding_endpoints(source, Some(destination))?;
-        self.unbind(
-            &x,
-            Binding {
-                key: key.to_owned(),
-                destination: Destination::Exchange(destination.to_owned()),
-                arguments: args.clone(),
-            },
-        );
+        if source.is_empty() || destination.is_empty() {
+            return Err(Self::default_exchange_refused());
+        }
+        if let Ok(x) = self.exchange(source) {
+            self.unbind(
+                &x,
+                Binding {
+                    key: key.to_owned(),
+                    destination: Destination::Exchange(destination.to_owned()),
+                    arguments: args.clone(),
+                },
+            );
+        }
         Ok(())
     }
 
@@ -449,7 +472,7 @@ impl VHost {
         Ok(())
     }
 
-    /// queue.unbind.
+    /// queue.unbind; a missing queue or exchange unbinds nothing and succeeds, as in RabbitMQ.
     pub fn queue_unbind(
         &self,
         queue: &str,
@@ -458,9 +481,13 @@ impl VHost {
         args: &FieldTable,
         connection: u64,
     ) -> AmqpResult<()> {
-        let q = self.queue(queue)?;
+        if exchange.is_empty() {
+            return Err(Self::default_exchange_refused());
+        }
+        let (Ok(q), Ok(x)) = (self.queue(queue), self.exchange(exchange)) else {
+            return Ok(());
+        };
         self.check_exclusive(&q, connection)?;
-        let x = self.binding_endpoints(exchange, None)?;
         self.unbind(
             &x,
             Binding {

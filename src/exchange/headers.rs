@@ -30,9 +30,15 @@ pub fn parse_x_match(args: &FieldTable) -> Result<(bool, bool), String> {
             Some(b"any") => Ok((true, false)),
             Some(b"all-with-x") => Ok((false, true)),
             Some(b"any-with-x") => Ok((true, true)),
-            _ => Err(format!(
-                "Invalid x-match field value {v:?}; expected all, any, all-with-x, or any-with-x"
-            )),
+            _ => {
+                let shown = match as_bytes(v) {
+                    Some(b) => format!("<<\"{}\">>", String::from_utf8_lossy(b)),
+                    None => format!("{v:?}"),
+                };
+                Err(format!(
+                    "Invalid x-match field value {shown}; expected all, any, all-with-x, or any-with-x"
+                ))
+            }
         },
     }
 }
