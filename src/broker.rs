@@ -1,8 +1,12 @@
-//! The broker: a cheap-clone handle over virtual hosts, users and configuration, shared by every
-//! connection (and later the HTTP API).
+//! The broker: a cheap-clone handle over virtual hosts, users, configuration and the store,
+//! shared by every connection (and later the HTTP API). Opening it recovers everything durable.
 
 use crate::auth::User;
 use crate::config::Config;
+use crate::exchange::{Destination, ExchangeKind};
+use crate::queue::QueueShared;
+use crate::store::schema::{self, flags};
+use crate::store::{Op, Recovered, Store, StoreError};
 use crate::vhost::VHost;
 use dashmap::DashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -13,33 +17,91 @@ use std::sync::Arc;
 pub struct Broker {
     /// Configuration in force.
     pub config: Config,
+    /// The store.
+    pub store: Store,
     vhosts: DashMap<String, Arc<VHost>>,
     users: DashMap<String, User>,
     next_id: AtomicU64,
 }
 
 impl Broker {
-    /// A broker with the default user and virtual host.
-    pub fn new(config: Config) -> Arc<Broker> {
-        let b = Broker {
+    /// Opens the store under the data dir and rebuilds the broker from it. A fresh store gets
+    /// the configured default user and virtual host, as RabbitMQ does on first boot.
+    pub fn open(config: Config) -> Result<Arc<Broker>, StoreError> {
+        let (store, recovered) = Store::open(&config.data_dir, config.store_cache_bytes)?;
+        let b = Arc::new(Broker {
             vhosts: DashMap::new(),
             users: DashMap::new(),
             next_id: AtomicU64::new(1),
+            store,
             config,
-        };
-        b.vhosts.insert(
-            b.config.default_vhost.clone(),
-            VHost::new(&b.config.default_vhost),
-        );
-        b.users.insert(
-            b.config.default_user.clone(),
-            User::new(
-                &b.config.default_user,
-                &b.config.default_pass,
-                &["administrator"],
-            ),
-        );
-        Arc::new(b)
+        });
+        b.restore(recovered);
+        Ok(b)
+    }
+
+    fn restore(self: &Arc<Self>, r: Recovered) {
+        let mut vhosts = r.vhosts;
+        let mut users = r.users;
+        if r.fresh {
+            let (user, pass, vhost) = (
+                self.config.default_user.clone(),
+                self.config.default_pass.clone(),
+                self.config.default_vhost.clone(),
+            );
+            self.store.submit(Op::PutVhost(vhost.clone()));
+            self.store.submit(Op::PutUser {
+                name: user.clone(),
+                value: schema::encode_parts(&[pass.as_bytes(), b"administrator"]),
+            });
+            vhosts.push(vhost);
+            users.push((user, pass, vec!["administrator".into()]));
+        }
+        for name in vhosts {
+            self.vhosts
+                .insert(name.clone(), VHost::new(&name, self.store.clone()));
+        }
+        for (name, pass, tags) in users {
+            let tags: Vec<&str> = tags.iter().map(String::as_str).collect();
+            self.users
+                .insert(name.clone(), User::new(&name, &pass, &tags));
+        }
+        for x in r.exchanges {
+            let (Some(v), Some(kind)) = (self.vhost(&x.vhost), ExchangeKind::parse(&x.kind)) else {
+                continue;
+            };
+            v.restore_exchange(
+                &x.name,
+                kind,
+                x.flags & flags::AUTO_DELETE != 0,
+                x.flags & flags::INTERNAL != 0,
+                x.arguments,
+            );
+        }
+        let mut max_id = 0;
+        for q in r.queues {
+            max_id = max_id.max(q.id);
+            let Some(v) = self.vhost(&q.vhost) else {
+                continue;
+            };
+            let shared = QueueShared::recover(&v, q);
+            v.restore_queue(shared);
+        }
+        self.store.reserve_queue_ids(max_id + 1);
+        for b in r.bindings {
+            let Some(v) = self.vhost(&b.vhost) else {
+                continue;
+            };
+            let dest = if b.to_queue {
+                match v.queue(&b.destination) {
+                    Ok(q) => Destination::Queue(q),
+                    Err(_) => continue,
+                }
+            } else {
+                Destination::Exchange(b.destination)
+            };
+            v.restore_binding(&b.source, dest, b.key, b.arguments);
+        }
     }
 
     /// A virtual host by name.
@@ -47,13 +109,30 @@ impl Broker {
         self.vhosts.get(name).map(|v| v.clone())
     }
 
+    /// Every virtual host.
+    pub fn vhosts(&self) -> Vec<Arc<VHost>> {
+        self.vhosts.iter().map(|v| v.value().clone()).collect()
+    }
+
     /// A user by name.
     pub fn user(&self, name: &str) -> Option<User> {
         self.users.get(name).map(|u| u.clone())
     }
 
-    /// A broker-unique id (connections, consumers).
+    /// A broker-unique id (connections, consumers, channels).
     pub fn next_id(&self) -> u64 {
         self.next_id.fetch_add(1, Ordering::Relaxed)
+    }
+
+    /// Lets every queue hand its pending writes to the store, then commits and closes it.
+    pub async fn close(&self) {
+        for v in self.vhosts() {
+            for q in v.queues() {
+                q.flush().await;
+                q.shutdown().await;
+            }
+        }
+        self.store.sync().await;
+        self.store.close().await;
     }
 }

@@ -31,6 +31,8 @@ pub struct Config {
     pub cluster_name: String,
     /// Seconds a client has to finish the handshake.
     pub handshake_timeout: u64,
+    /// Page cache of the embedded store, bytes.
+    pub store_cache_bytes: usize,
 }
 
 impl Default for Config {
@@ -48,6 +50,7 @@ impl Default for Config {
             default_vhost: "/".into(),
             cluster_name: "warren@localhost".into(),
             handshake_timeout: 10,
+            store_cache_bytes: 32 << 20,
         }
     }
 }

@@ -8,10 +8,12 @@ pub mod amqp;
 pub mod auth;
 pub mod broker;
 pub mod config;
+pub mod confirm;
 pub mod error;
 pub mod exchange;
 pub mod message;
 pub mod queue;
+pub mod store;
 pub mod vhost;
 
 use broker::Broker;
@@ -38,10 +40,9 @@ impl Server {
         config
             .validate()
             .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidInput, e.to_string()))?;
-        std::fs::create_dir_all(&config.data_dir)?;
-        let listener = tokio::net::TcpListener::bind(config.amqp_listen).await?;
+        let broker = Broker::open(config).map_err(|e| std::io::Error::other(e.to_string()))?;
+        let listener = tokio::net::TcpListener::bind(broker.config.amqp_listen).await?;
         let amqp_addr = listener.local_addr()?;
-        let broker = Broker::new(config);
         let (shutdown, rx) = watch::channel(false);
         let task = tokio::spawn(amqp::serve(listener, broker.clone(), rx));
         tracing::info!(%amqp_addr, "Warren {} listening", env!("CARGO_PKG_VERSION"));
@@ -53,9 +54,11 @@ impl Server {
         })
     }
 
-    /// Closes every client connection with 320 CONNECTION_FORCED and stops listening.
+    /// Closes every client connection with 320 CONNECTION_FORCED, stops listening, and
+    /// commits and closes the store.
     pub async fn shutdown(self) {
         let _ = self.shutdown.send(true);
         let _ = self.task.await;
+        self.broker.close().await;
     }
 }

@@ -42,6 +42,24 @@ impl Message {
         }
     }
 
+    /// Rebuilds a message from its stored form (properties parsed again for the hot fields).
+    pub fn from_stored(
+        exchange: &str,
+        routing_key: &str,
+        props_len: usize,
+        data: &[u8],
+    ) -> Option<Self> {
+        let (_, props) =
+            amq_protocol::protocol::basic::parse_properties(data.get(..props_len)?).ok()?;
+        Some(Message::new(
+            exchange.into(),
+            routing_key.into(),
+            Bytes::copy_from_slice(data),
+            props_len,
+            &props,
+        ))
+    }
+
     /// Raw property bytes (flags then values), as sent by the publisher.
     pub fn raw_properties(&self) -> &[u8] {
         &self.data[..self.props_len]
@@ -50,6 +68,16 @@ impl Message {
     /// The body.
     pub fn body(&self) -> &[u8] {
         &self.data[self.props_len..]
+    }
+
+    /// Properties and body, contiguous.
+    pub fn data(&self) -> &[u8] {
+        &self.data
+    }
+
+    /// Approximate bytes this message takes in the store or in memory.
+    pub fn stored_size(&self) -> usize {
+        self.data.len() + self.exchange.as_str().len() + self.routing_key.as_str().len() + 16
     }
 
     /// Body size in bytes.

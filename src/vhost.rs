@@ -6,6 +6,8 @@ use crate::error::{AmqpError, AmqpResult};
 use crate::exchange::{parse_x_match, Binding, Destination, Exchange, ExchangeKind};
 use crate::message::Message;
 use crate::queue::{QueueRef, QueueShared};
+use crate::store::schema::{self, flags};
+use crate::store::{Op, Store};
 use amq_protocol::types::{AMQPValue, FieldTable};
 use dashmap::DashMap;
 use std::sync::Arc;
@@ -65,6 +67,8 @@ pub struct VHost {
     pub name: String,
     exchanges: DashMap<String, Arc<Exchange>>,
     queues: DashMap<String, QueueRef>,
+    /// Where durable changes are written.
+    pub store: Store,
 }
 
 /// Describes an argument value as RabbitMQ's inequivalence errors do.
@@ -96,11 +100,12 @@ fn value_text(v: Option<&AMQPValue>) -> String {
 
 impl VHost {
     /// A virtual host with RabbitMQ's predeclared exchanges.
-    pub fn new(name: &str) -> Arc<VHost> {
+    pub fn new(name: &str, store: Store) -> Arc<VHost> {
         let v = VHost {
             name: name.to_owned(),
             exchanges: DashMap::new(),
             queues: DashMap::new(),
+            store,
         };
         for (x, kind, internal) in [
             ("", ExchangeKind::Direct, false),
@@ -136,6 +141,117 @@ impl VHost {
 
     fn default_exchange_refused() -> AmqpError {
         AmqpError::access_refused("operation not permitted on the default exchange")
+    }
+
+    /// Store key of an entity of this vhost.
+    pub fn entity_key(&self, name: &str) -> Vec<u8> {
+        schema::encode_parts(&[self.name.as_bytes(), name.as_bytes()])
+    }
+
+    fn persist_exchange(&self, x: &Exchange) {
+        let mut f = flags::DURABLE;
+        if x.auto_delete {
+            f |= flags::AUTO_DELETE;
+        }
+        if x.internal {
+            f |= flags::INTERNAL;
+        }
+        self.store.submit(Op::PutExchange {
+            key: self.entity_key(&x.name),
+            value: schema::encode_parts(&[
+                x.kind.as_str().as_bytes(),
+                &[f],
+                &schema::encode_table(&x.arguments),
+            ]),
+        });
+    }
+
+    /// Whether a binding from `source` to `dest` survives a restart (both ends durable).
+    fn durable_binding(&self, source: &Exchange, dest: &Destination) -> bool {
+        source.durable
+            && match dest {
+                Destination::Queue(q) => q.store_id.is_some(),
+                Destination::Exchange(name) => self.exchanges.get(name).is_some_and(|x| x.durable),
+            }
+    }
+
+    fn binding_key(&self, source: &str, b: &Binding) -> Vec<u8> {
+        let (kind, dest): (&[u8], &str) = match &b.destination {
+            Destination::Queue(q) => (b"q", &q.name),
+            Destination::Exchange(x) => (b"e", x),
+        };
+        schema::encode_parts(&[
+            self.name.as_bytes(),
+            source.as_bytes(),
+            kind,
+            dest.as_bytes(),
+            b.key.as_bytes(),
+            &schema::encode_table(&b.arguments),
+        ])
+    }
+
+    fn add_binding(&self, x: &Exchange, b: Binding) {
+        let durable = self.durable_binding(x, &b.destination);
+        let key = durable.then(|| self.binding_key(&x.name, &b));
+        if x.bindings_mut().add(b) {
+            if let Some(key) = key {
+                self.store.submit(Op::PutBinding { key });
+            }
+        }
+    }
+
+    fn forget_bindings(&self, source: &Exchange, gone: &[Binding]) {
+        for b in gone {
+            if self.durable_binding(source, &b.destination) {
+                self.store.submit(Op::DeleteBinding {
+                    key: self.binding_key(&source.name, b),
+                });
+            }
+        }
+    }
+
+    /// Re-creates a durable exchange read from the store.
+    pub fn restore_exchange(
+        &self,
+        name: &str,
+        kind: ExchangeKind,
+        auto_delete: bool,
+        internal: bool,
+        arguments: FieldTable,
+    ) {
+        self.exchanges.insert(
+            name.to_owned(),
+            Arc::new(Exchange::new(
+                name.to_owned(),
+                kind,
+                true,
+                auto_delete,
+                internal,
+                arguments,
+            )),
+        );
+    }
+
+    /// Registers a queue read from the store.
+    pub fn restore_queue(&self, q: QueueRef) {
+        self.queues.insert(q.name.clone(), q);
+    }
+
+    /// Re-creates a durable binding read from the store.
+    pub fn restore_binding(
+        &self,
+        source: &str,
+        destination: Destination,
+        key: String,
+        arguments: FieldTable,
+    ) {
+        if let Some(x) = self.exchanges.get(source).map(|x| x.clone()) {
+            x.bindings_mut().add(Binding {
+                key,
+                destination,
+                arguments,
+            });
+        }
     }
 
     /// Looks an exchange up (404 when missing).
@@ -206,14 +322,18 @@ impl VHost {
                         "exchange name '{name}' contains reserved prefix 'amq.*'"
                     )));
                 }
-                e.insert(Arc::new(Exchange::new(
+                let x = Arc::new(Exchange::new(
                     name.to_owned(),
                     kind,
                     o.durable,
                     o.auto_delete,
                     o.internal,
                     o.arguments.clone(),
-                )));
+                ));
+                if x.durable {
+                    self.persist_exchange(&x);
+                }
+                e.insert(x);
                 return Ok(());
             }
         };
@@ -290,10 +410,17 @@ impl VHost {
         Ok(())
     }
 
-    /// Removes an exchange and every binding that leads to it.
+    /// Removes an exchange, its bindings, and every binding that leads to it.
     fn remove_exchange(&self, name: &str) {
-        if self.exchanges.remove(name).is_none() {
+        let Some((_, x)) = self.exchanges.remove(name) else {
             return;
+        };
+        let own: Vec<Binding> = x.bindings().list().to_vec();
+        self.forget_bindings(&x, &own);
+        if x.durable {
+            self.store.submit(Op::DeleteExchange {
+                key: self.entity_key(name),
+            });
         }
         self.remove_destination(&Destination::Exchange(name.to_owned()));
     }
@@ -303,8 +430,16 @@ impl VHost {
     fn remove_destination(&self, dest: &Destination) {
         let mut emptied = Vec::new();
         for x in self.exchanges() {
-            let mut b = x.bindings_mut();
-            if b.remove_destination(dest) > 0 && b.is_empty() && x.auto_delete {
+            let (gone, empty) = {
+                let mut b = x.bindings_mut();
+                let gone = b.remove_destination(dest);
+                (gone, b.is_empty())
+            };
+            if gone.is_empty() {
+                continue;
+            }
+            self.forget_bindings(&x, &gone);
+            if empty && x.auto_delete {
                 emptied.push(x.name.clone());
             }
         }
@@ -345,11 +480,14 @@ impl VHost {
     ) -> AmqpResult<()> {
         let x = self.binding_endpoints(source, Some(destination))?;
         Self::check_binding_args(&x, args)?;
-        x.bindings_mut().add(Binding {
-            key: key.to_owned(),
-            destination: Destination::Exchange(destination.to_owned()),
-            arguments: args.clone(),
-        });
+        self.add_binding(
+            &x,
+            Binding {
+                key: key.to_owned(),
+                destination: Destination::Exchange(destination.to_owned()),
+                arguments: args.clone(),
+            },
+        );
         Ok(())
     }
 
@@ -378,11 +516,15 @@ impl VHost {
     }
 
     fn unbind(&self, x: &Exchange, b: Binding) {
-        let now_empty = {
+        let (removed, now_empty) = {
             let mut bs = x.bindings_mut();
-            bs.remove(&b) && bs.is_empty()
+            let removed = bs.remove(&b);
+            (removed, bs.is_empty())
         };
-        if now_empty && x.auto_delete {
+        if removed {
+            self.forget_bindings(x, std::slice::from_ref(&b));
+        }
+        if removed && now_empty && x.auto_delete {
             self.remove_exchange(&x.name);
         }
     }
@@ -464,11 +606,14 @@ impl VHost {
         self.check_exclusive(&q, connection)?;
         let x = self.binding_endpoints(exchange, None)?;
         Self::check_binding_args(&x, args)?;
-        x.bindings_mut().add(Binding {
-            key: key.to_owned(),
-            destination: Destination::Queue(q),
-            arguments: args.clone(),
-        });
+        self.add_binding(
+            &x,
+            Binding {
+                key: key.to_owned(),
+                destination: Destination::Queue(q),
+                arguments: args.clone(),
+            },
+        );
         Ok(())
     }
 

@@ -164,28 +164,45 @@ async fn get_empty_and_get_ok_counts() {
 
 #[tokio::test]
 async fn unknown_and_double_acks_are_406() {
-    let b = start().await;
-    let (c, ch) = b.channel().await;
+    use amq_protocol::protocol::{basic as b, AMQPClass};
+    use common::raw::{method, Raw};
+    let broker = start().await;
+    let mut r = Raw::open(broker.server.amqp_addr).await;
+    let ack = |tag| {
+        method(
+            1,
+            AMQPClass::Basic(b::AMQPMethod::Ack(b::Ack {
+                delivery_tag: tag,
+                multiple: false,
+            })),
+        )
+    };
+    r.send(&ack(99)).await;
+    assert_eq!(r.channel_close_code().await, Some((1, 406)));
+    let (_c, ch) = broker.channel().await;
     declare(&ch, "q").await;
-    assert_code(
-        within(ch.basic_ack(99, Default::default()))
-            .await
-            .and(within(ch.basic_qos(1, Default::default())).await),
-        406,
-    );
-    let ch = within(c.create_channel()).await.expect("channel");
     publish(&ch, "q", b"a").await;
-    let m = within(ch.basic_get("q".into(), Default::default()))
-        .await
-        .expect("get")
-        .expect("msg");
-    within(ch.basic_ack(m.delivery.delivery_tag, Default::default()))
-        .await
-        .expect("ack");
-    within(ch.basic_ack(m.delivery.delivery_tag, Default::default()))
-        .await
-        .expect("sent");
-    assert_code(within(ch.basic_qos(1, Default::default())).await, 406);
+    let mut r = Raw::open(broker.server.amqp_addr).await;
+    r.send(&method(
+        1,
+        AMQPClass::Basic(b::AMQPMethod::Get(b::Get {
+            queue: "q".into(),
+            no_ack: false,
+        })),
+    ))
+    .await;
+    let tag = loop {
+        match r.frame().await.expect("frame") {
+            amq_protocol::frame::AMQPFrame::Method(
+                1,
+                AMQPClass::Basic(b::AMQPMethod::GetOk(g)),
+            ) => break g.delivery_tag,
+            _ => continue,
+        }
+    };
+    r.send(&ack(tag)).await;
+    r.send(&ack(tag)).await;
+    assert_eq!(r.channel_close_code().await, Some((1, 406)));
 }
 
 #[tokio::test]
@@ -466,25 +483,10 @@ async fn user_id_must_match_the_connection_user() {
     let b = start().await;
     let (c, ch) = b.channel().await;
     declare(&ch, "q").await;
-    within(ch.basic_publish(
-        "".into(),
-        "q".into(),
-        Default::default(),
-        b"ok",
-        BasicProperties::default().with_user_id("guest".into()),
-    ))
-    .await
-    .expect("publish");
-    within(ch.basic_publish(
-        "".into(),
-        "q".into(),
-        Default::default(),
-        b"bad",
-        BasicProperties::default().with_user_id("mallory".into()),
-    ))
-    .await
-    .expect("publish");
-    assert_code(within(ch.basic_qos(1, Default::default())).await, 406);
+    let own = BasicProperties::default().with_user_id("guest".into());
+    assert_eq!(publish_error(&ch, "", "q", b"ok", own).await, None);
+    let other = BasicProperties::default().with_user_id("mallory".into());
+    assert_eq!(publish_error(&ch, "", "q", b"bad", other).await, Some(406));
     let ch = within(c.create_channel()).await.expect("channel");
     let q = within(ch.queue_declare(
         "q".into(),

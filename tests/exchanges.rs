@@ -258,19 +258,9 @@ async fn delete_if_unused_and_system_exchanges() {
 async fn publishing_to_missing_or_internal_exchange() {
     let b = start().await;
     let (c, ch) = b.channel().await;
-    within(ch.basic_publish(
-        "nope".into(),
-        "k".into(),
-        Default::default(),
-        b"m",
-        Default::default(),
-    ))
-    .await
-    .expect("publish is async");
-    // The channel error arrives on the next synchronous call.
-    assert_code(
-        within(ch.queue_declare("q".into(), Default::default(), FieldTable::default())).await,
-        404,
+    assert_eq!(
+        publish_error(&ch, "nope", "k", b"m", Default::default()).await,
+        Some(404)
     );
     let ch = within(c.create_channel()).await.expect("channel");
     declare_x(
@@ -284,18 +274,9 @@ async fn publishing_to_missing_or_internal_exchange() {
     )
     .await
     .expect("declare internal");
-    within(ch.basic_publish(
-        "ix".into(),
-        "k".into(),
-        Default::default(),
-        b"m",
-        Default::default(),
-    ))
-    .await
-    .expect("publish is async");
-    assert_code(
-        within(ch.queue_declare("q".into(), Default::default(), FieldTable::default())).await,
-        403,
+    assert_eq!(
+        publish_error(&ch, "ix", "k", b"m", Default::default()).await,
+        Some(403)
     );
 }
 

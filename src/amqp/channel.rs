@@ -53,10 +53,67 @@ pub(crate) enum Settle {
     Discard,
 }
 
+/// Publisher-confirm bookkeeping of a confirm-mode channel. Each publish waits for the stores
+/// of its persistent copies; outcomes are reported in publish order, acks of consecutive
+/// publishes folded into one `multiple` ack.
+#[derive(Debug, Default)]
+pub(crate) struct Confirms {
+    /// Publishes up to this sequence number have been reported to the client.
+    reported: u64,
+    /// For each later publish: store confirmations still awaited, and whether one failed.
+    outstanding: VecDeque<(u32, bool)>,
+}
+
+impl Confirms {
+    /// Sequence number the next publish gets.
+    pub fn next_seq(&self) -> u64 {
+        self.reported + self.outstanding.len() as u64 + 1
+    }
+
+    /// Records a publish waiting for `waits` store confirmations.
+    pub fn publish(&mut self, waits: u32) {
+        self.outstanding.push_back((waits, false));
+    }
+
+    /// Records one store outcome for a publish.
+    pub fn outcome(&mut self, seq: u64, ok: bool) {
+        let Some(idx) = seq.checked_sub(self.reported + 1) else {
+            return;
+        };
+        if let Some(e) = self.outstanding.get_mut(idx as usize) {
+            e.0 = e.0.saturating_sub(1);
+            e.1 |= !ok;
+        }
+    }
+
+    /// Reports every settled publish at the front: `emit(ack, tag, multiple)`.
+    pub fn drain(&mut self, mut emit: impl FnMut(bool, u64, bool)) {
+        let mut run: Option<(u64, u64)> = None;
+        while let Some(&(0, failed)) = self.outstanding.front() {
+            self.outstanding.pop_front();
+            self.reported += 1;
+            let seq = self.reported;
+            if failed {
+                if let Some((start, end)) = run.take() {
+                    emit(true, end, end > start);
+                }
+                emit(false, seq, false);
+            } else {
+                run = Some((run.map_or(seq, |(s, _)| s), seq));
+            }
+        }
+        if let Some((start, end)) = run {
+            emit(true, end, end > start);
+        }
+    }
+}
+
 /// One open channel.
 #[derive(Debug)]
 pub(crate) struct Channel {
     pub id: u16,
+    /// Broker-unique id of this channel instance (the number can be reused).
+    pub uid: u64,
     /// channel.close was sent; waiting for close-ok.
     pub closing: bool,
     /// Closed by the client (close-ok sent); the slot is freed.
@@ -69,17 +126,15 @@ pub(crate) struct Channel {
     pub prefetch: u32,
     pub limiter: Arc<ChannelLimiter>,
     pub confirm: bool,
-    /// Sequence number of the last publish in confirm mode.
-    pub publish_seq: u64,
-    /// Highest sequence number already confirmed to the client.
-    pub confirmed: u64,
+    pub confirms: Confirms,
     pub tx: Option<TxState>,
 }
 
 impl Channel {
-    pub fn new(id: u16) -> Self {
+    pub fn new(id: u16, uid: u64) -> Self {
         Channel {
             id,
+            uid,
             closing: false,
             finished: false,
             content: None,
@@ -89,8 +144,7 @@ impl Channel {
             prefetch: 0,
             limiter: Arc::new(ChannelLimiter::default()),
             confirm: false,
-            publish_seq: 0,
-            confirmed: 0,
+            confirms: Confirms::default(),
             tx: None,
         }
     }
@@ -144,4 +198,34 @@ pub(crate) fn group_by_queue(
         }
     }
     groups
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Confirms;
+
+    fn drained(c: &mut Confirms) -> Vec<(bool, u64, bool)> {
+        let mut v = Vec::new();
+        c.drain(|a, t, m| v.push((a, t, m)));
+        v
+    }
+
+    #[test]
+    fn confirms_fold_in_order_and_nack_failures() {
+        let mut c = Confirms::default();
+        c.publish(0);
+        c.publish(1);
+        c.publish(0);
+        assert_eq!(drained(&mut c), vec![(true, 1, false)]);
+        c.outcome(2, true);
+        assert_eq!(drained(&mut c), vec![(true, 3, true)]);
+        c.publish(2);
+        c.publish(0);
+        c.publish(1);
+        c.outcome(4, true);
+        c.outcome(4, false);
+        c.outcome(6, true);
+        assert_eq!(drained(&mut c), vec![(false, 4, false), (true, 6, true)]);
+        assert_eq!(c.next_seq(), 7);
+    }
 }

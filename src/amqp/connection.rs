@@ -105,6 +105,7 @@ pub(crate) async fn run(
                 for e in events.drain(..) {
                     c.on_event(e).await;
                 }
+                c.flush_confirms();
             }
             r = rd.read_buf(&mut rbuf) => {
                 match r {
@@ -347,7 +348,8 @@ impl Connection {
             return match frame {
                 ChannelFrame::Method(m) => match *m {
                     AMQPClass::Channel(channel::AMQPMethod::Open(_)) => {
-                        *self.channel_slot(id) = Some(Box::new(Channel::new(id)));
+                        let uid = self.broker.next_id();
+                        *self.channel_slot(id) = Some(Box::new(Channel::new(id, uid)));
                         self.send_method(
                             id,
                             AMQPClass::Channel(channel::AMQPMethod::OpenOk(channel::OpenOk {})),
@@ -422,7 +424,7 @@ impl Connection {
     async fn on_channel_method(&mut self, ch: &mut Channel, m: AMQPClass) -> AmqpResult<()> {
         match m {
             AMQPClass::Channel(cm) => self.on_channel_class(ch, cm).await,
-            AMQPClass::Exchange(em) => self.on_exchange_method(ch, em),
+            AMQPClass::Exchange(em) => self.on_exchange_method(ch, em).await,
             AMQPClass::Queue(qm) => self.on_queue_method(ch, qm).await,
             AMQPClass::Basic(bm) => self.on_basic_method(ch, bm).await,
             AMQPClass::Confirm(cm) => self.on_confirm_method(ch, cm),
@@ -511,6 +513,19 @@ impl Connection {
     async fn on_event(&mut self, e: ConsumerEvent) {
         match e {
             ConsumerEvent::Deliver(d) => self.on_deliver(d).await,
+            ConsumerEvent::Confirm {
+                channel,
+                channel_uid,
+                seq,
+                ok,
+            } => {
+                if let Some(ch) = self.open_channel(channel).filter(|c| c.uid == channel_uid) {
+                    ch.confirms.outcome(seq, ok);
+                    if !self.confirm_dirty.contains(&channel) {
+                        self.confirm_dirty.push(channel);
+                    }
+                }
+            }
             ConsumerEvent::Cancelled { channel, tag } => {
                 let notify = self.cancel_notify && self.closing.is_none();
                 let Some(ch) = self.open_channel(channel) else {

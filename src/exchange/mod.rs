@@ -166,8 +166,8 @@ impl Bindings {
         true
     }
 
-    /// Removes every binding to `dest`; returns how many went.
-    pub fn remove_destination(&mut self, dest: &Destination) -> usize {
+    /// Removes every binding to `dest` and returns them.
+    pub fn remove_destination(&mut self, dest: &Destination) -> Vec<Binding> {
         let gone: Vec<Binding> = self
             .all
             .iter()
@@ -177,7 +177,7 @@ impl Bindings {
         for b in &gone {
             self.remove(b);
         }
-        gone.len()
+        gone
     }
 
     /// Appends the destinations matching a message.

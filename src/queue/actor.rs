@@ -1,23 +1,31 @@
-//! The queue task: the ready list (kept in publish order, requeued messages go back to their
-//! original place), the unacked map, and round-robin push delivery within consumer credit.
+//! The queue task: the ready list (kept in publish order; requeued messages go back to their
+//! original place), the unacked map, round-robin push delivery within consumer credit, and the
+//! queue's side of persistence: stored messages are written (and deleted on ack) through the
+//! store writer, the delivery high-water mark is recorded for the redelivered flag, and bodies
+//! of recovered messages stay on disk until the head of the queue reaches them.
 
 use super::consumer::{ConsumerEvent, ConsumerSpec, Delivery, PENDING_WINDOW};
 use super::{GetResult, QueueCmd, QueueRef};
+use crate::confirm::ConfirmToken;
 use crate::error::AmqpError;
 use crate::message::Message;
+use crate::store::{Op, Store};
 use crate::vhost::VHost;
 use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Weak};
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, oneshot};
 
 /// Commands handled per wake-up before delivering.
 const BATCH: usize = 256;
+/// Bodies read from the store at a time when the head of the queue is on disk.
+const READ_AHEAD: usize = 256;
 
 #[derive(Debug)]
 struct Ready {
     seq: u64,
-    msg: Arc<Message>,
+    /// None while the body is only in the store.
+    msg: Option<Arc<Message>>,
     redelivered: bool,
 }
 
@@ -49,9 +57,17 @@ impl Consumer {
     }
 }
 
+/// A store write waiting for the end of the current batch (kept in order).
+#[derive(Debug)]
+enum Pending {
+    Put(u64, Arc<Message>, Option<ConfirmToken>),
+    Op(Op),
+}
+
 struct QueueActor {
     shared: QueueRef,
     vhost: Weak<VHost>,
+    store: Store,
     ready: VecDeque<Ready>,
     unacked: HashMap<u64, Unacked>,
     next_seq: u64,
@@ -59,20 +75,49 @@ struct QueueActor {
     next_consumer: usize,
     had_consumers: bool,
     stopped: bool,
+    /// Writes to hand to the store after this batch.
+    pending: Vec<Pending>,
+    /// Highest stored sequence handed to a client, and whether the store has it yet.
+    delivered_mark: u64,
+    mark_dirty: bool,
+    flush_waiters: Vec<oneshot::Sender<()>>,
+    /// Answer to queue.delete, sent once the deletion is handed to the store.
+    delete_reply: Option<(oneshot::Sender<Result<u32, AmqpError>>, u32)>,
 }
 
-/// Spawns the task of a queue.
-pub(super) fn start(shared: QueueRef, vhost: Weak<VHost>, rx: mpsc::Receiver<QueueCmd>) {
+/// Spawns the task of a queue, with the sequence numbers of recovered messages.
+pub(super) fn start(
+    shared: QueueRef,
+    vhost: &Arc<VHost>,
+    rx: mpsc::Receiver<QueueCmd>,
+    recovered: Vec<u64>,
+    delivered: Option<u64>,
+) {
+    let next_seq = recovered.last().map_or(0, |s| s + 1);
+    let ready = recovered
+        .into_iter()
+        .map(|seq| Ready {
+            seq,
+            msg: None,
+            redelivered: delivered.is_some_and(|d| seq <= d),
+        })
+        .collect();
     let actor = QueueActor {
         shared,
-        vhost,
-        ready: VecDeque::new(),
+        vhost: Arc::downgrade(vhost),
+        store: vhost.store.clone(),
+        ready,
         unacked: HashMap::new(),
-        next_seq: 0,
+        next_seq,
         consumers: Vec::new(),
         next_consumer: 0,
         had_consumers: false,
         stopped: false,
+        pending: Vec::new(),
+        delivered_mark: delivered.unwrap_or(0),
+        mark_dirty: false,
+        flush_waiters: Vec::new(),
+        delete_reply: None,
     };
     tokio::spawn(actor.run(rx));
 }
@@ -93,17 +138,51 @@ impl QueueActor {
             if !self.stopped {
                 self.deliver();
             }
+            self.write_pending().await;
+        }
+        self.write_pending().await;
+        if let Some((reply, n)) = self.delete_reply.take() {
+            let _ = reply.send(Ok(n));
+        }
+    }
+
+    /// Hands this batch's writes to the store, in order, then answers flush requests.
+    async fn write_pending(&mut self) {
+        if let Some(id) = self.shared.store_id {
+            if self.mark_dirty {
+                self.mark_dirty = false;
+                self.pending.push(Pending::Op(Op::Delivered {
+                    queue: id,
+                    seq: self.delivered_mark,
+                }));
+            }
+            for p in self.pending.drain(..) {
+                match p {
+                    Pending::Put(seq, msg, token) => {
+                        self.store.put_message(id, seq, msg, token).await
+                    }
+                    Pending::Op(op) => self.store.submit(op),
+                }
+            }
+        }
+        for w in self.flush_waiters.drain(..) {
+            let _ = w.send(());
         }
     }
 
     fn handle(&mut self, cmd: QueueCmd) {
         match cmd {
-            QueueCmd::Publish(msg) => {
+            QueueCmd::Publish(msg, token) => {
                 let seq = self.next_seq;
                 self.next_seq += 1;
+                if self.shared.persists(&msg) {
+                    self.pending.push(Pending::Put(seq, msg.clone(), token));
+                } else if let Some(t) = token {
+                    t.complete(true);
+                }
                 self.ready.push_back(Ready {
                     seq,
-                    msg,
+                    msg: Some(msg),
                     redelivered: false,
                 });
             }
@@ -111,42 +190,48 @@ impl QueueActor {
                 let _ = reply.send(self.add_consumer(spec));
             }
             QueueCmd::Cancel(id) => self.remove_consumer(id),
-            QueueCmd::Ack(seqs) => {
+            QueueCmd::Ack(seqs) | QueueCmd::Discard(seqs) => {
+                let mut stored = Vec::new();
                 for seq in seqs {
-                    self.settle(seq);
+                    if let Some(u) = self.settle(seq) {
+                        if self.shared.persists(&u.msg) {
+                            stored.push(seq);
+                        }
+                    }
                 }
-            }
-            QueueCmd::Discard(seqs) => {
-                for seq in seqs {
-                    self.settle(seq);
-                }
+                self.forget_stored(stored);
             }
             QueueCmd::Requeue(seqs) => {
                 for seq in seqs {
                     if let Some(u) = self.settle(seq) {
-                        self.requeue(seq, u.msg);
+                        self.insert_ready(seq, Some(u.msg), true);
                     }
                 }
             }
             QueueCmd::Undelivered(seq, msg, redelivered) => {
                 self.settle(seq);
-                self.insert_ready(seq, msg, redelivered);
+                self.insert_ready(seq, Some(msg), redelivered);
             }
             QueueCmd::Get(no_ack, reply) => {
-                let got = self.ready.pop_front().map(|r| {
-                    if !no_ack {
+                let got = self.take_head().map(|(seq, msg, redelivered)| {
+                    self.note_delivered(seq, &msg);
+                    if no_ack {
+                        if self.shared.persists(&msg) {
+                            self.forget_stored(vec![seq]);
+                        }
+                    } else {
                         self.unacked.insert(
-                            r.seq,
+                            seq,
                             Unacked {
-                                msg: r.msg.clone(),
+                                msg: msg.clone(),
                                 consumer: None,
                             },
                         );
                     }
                     GetResult {
-                        seq: r.seq,
-                        msg: r.msg,
-                        redelivered: r.redelivered,
+                        seq,
+                        msg,
+                        redelivered,
                         remaining: self.ready.len() as u32,
                     }
                 });
@@ -154,7 +239,18 @@ impl QueueActor {
             }
             QueueCmd::Purge(reply) => {
                 let n = self.ready.len() as u32;
+                let stored: Vec<u64> = match self.shared.store_id {
+                    // Bodies of recovered messages are not loaded; they are stored by definition.
+                    Some(_) => self
+                        .ready
+                        .iter()
+                        .filter(|r| r.msg.as_ref().is_none_or(|m| m.persistent))
+                        .map(|r| r.seq)
+                        .collect(),
+                    None => Vec::new(),
+                };
                 self.ready.clear();
+                self.forget_stored(stored);
                 let _ = reply.send(n);
             }
             QueueCmd::Delete {
@@ -175,15 +271,38 @@ impl QueueActor {
                 } else {
                     Ok(self.ready.len() as u32)
                 };
-                if r.is_ok() {
-                    self.stop();
+                match r {
+                    Ok(n) => {
+                        self.stop();
+                        self.delete_reply = Some((reply, n));
+                    }
+                    Err(e) => {
+                        let _ = reply.send(Err(e));
+                    }
                 }
-                let _ = reply.send(r);
             }
             QueueCmd::Stats(reply) => {
                 let _ = reply.send((self.ready.len() as u32, self.consumers.len() as u32));
             }
+            QueueCmd::Flush(reply) => self.flush_waiters.push(reply),
+            QueueCmd::Shutdown => self.stopped = true,
             QueueCmd::Kick => {}
+        }
+    }
+
+    /// Deletes acknowledged or dropped messages from the store.
+    fn forget_stored(&mut self, seqs: Vec<u64>) {
+        if let (Some(queue), false) = (self.shared.store_id, seqs.is_empty()) {
+            self.pending
+                .push(Pending::Op(Op::DeleteMessages { queue, seqs }));
+        }
+    }
+
+    /// Remembers that a stored message reached a client, for the redelivered flag after a crash.
+    fn note_delivered(&mut self, seq: u64, msg: &Message) {
+        if seq > self.delivered_mark && self.shared.persists(msg) {
+            self.delivered_mark = seq;
+            self.mark_dirty = true;
         }
     }
 
@@ -199,11 +318,7 @@ impl QueueActor {
     }
 
     /// Puts a message back at its original position (the ready list is ordered by sequence).
-    fn requeue(&mut self, seq: u64, msg: Arc<Message>) {
-        self.insert_ready(seq, msg, true);
-    }
-
-    fn insert_ready(&mut self, seq: u64, msg: Arc<Message>, redelivered: bool) {
+    fn insert_ready(&mut self, seq: u64, msg: Option<Arc<Message>>, redelivered: bool) {
         let entry = Ready {
             seq,
             msg,
@@ -214,6 +329,48 @@ impl QueueActor {
         } else {
             let pos = self.ready.partition_point(|r| r.seq < seq);
             self.ready.insert(pos, entry);
+        }
+    }
+
+    /// Pops the head of the queue, reading its body (and the next ones) from the store if needed.
+    fn take_head(&mut self) -> Option<(u64, Arc<Message>, bool)> {
+        loop {
+            let head = self.ready.front()?;
+            if head.msg.is_none() {
+                self.load_from(head.seq);
+            }
+            let r = self.ready.pop_front()?;
+            match r.msg {
+                Some(msg) => return Some((r.seq, msg, r.redelivered)),
+                None => {
+                    tracing::error!(queue = %self.shared.name, seq = r.seq, "stored message missing; skipped");
+                }
+            }
+        }
+    }
+
+    /// Fills in bodies of on-disk entries from `from` on, a window at a time.
+    fn load_from(&mut self, from: u64) {
+        let Some(id) = self.shared.store_id else {
+            return;
+        };
+        let read = match self.store.read_messages(id, from, READ_AHEAD) {
+            Ok(r) => r,
+            Err(e) => {
+                tracing::error!(queue = %self.shared.name, error = %e, "reading stored messages failed");
+                return;
+            }
+        };
+        let mut i = 0;
+        for (seq, msg) in read {
+            while i < self.ready.len() && self.ready[i].seq < seq {
+                i += 1;
+            }
+            match self.ready.get_mut(i) {
+                Some(r) if r.seq == seq && r.msg.is_none() => r.msg = Some(Arc::new(msg)),
+                Some(_) => {}
+                None => break,
+            }
         }
     }
 
@@ -250,7 +407,8 @@ impl QueueActor {
         }
     }
 
-    /// Ends the task; consumers are told with basic.cancel.
+    /// Ends the task because the queue is deleted: consumers are told with basic.cancel and
+    /// its stored messages go.
     fn stop(&mut self) {
         for c in self.consumers.drain(..) {
             let _ = c.spec.sink.send(ConsumerEvent::Cancelled {
@@ -260,16 +418,19 @@ impl QueueActor {
         }
         self.ready.clear();
         self.unacked.clear();
+        if let (Some(id), Some(vhost)) = (self.shared.store_id, self.vhost.upgrade()) {
+            self.pending.push(Pending::Op(Op::DeleteQueue {
+                key: vhost.entity_key(&self.shared.name),
+                id,
+            }));
+        }
         self.stopped = true;
     }
 
     /// Pushes ready messages to consumers round-robin while any has credit.
     fn deliver(&mut self) {
         let n = self.consumers.len();
-        if n == 0 {
-            return;
-        }
-        while !self.ready.is_empty() {
+        while n > 0 && !self.ready.is_empty() && !self.stopped {
             let start = self.next_consumer % n;
             let Some(idx) = (0..n)
                 .map(|i| (start + i) % n)
@@ -278,16 +439,22 @@ impl QueueActor {
                 return;
             };
             self.next_consumer = idx + 1;
-            let Some(r) = self.ready.pop_front() else {
+            let Some((seq, msg, redelivered)) = self.take_head() else {
+                let c = &self.consumers[idx];
+                if !c.spec.no_ack {
+                    c.spec.limiter.release(1);
+                }
                 return;
             };
+            self.note_delivered(seq, &msg);
+            let consumed = self.consumers[idx].spec.no_ack && self.shared.persists(&msg);
             let c = &mut self.consumers[idx];
             if !c.spec.no_ack {
                 c.unacked += 1;
                 self.unacked.insert(
-                    r.seq,
+                    seq,
                     Unacked {
-                        msg: r.msg.clone(),
+                        msg: msg.clone(),
                         consumer: Some(c.spec.id),
                     },
                 );
@@ -298,9 +465,9 @@ impl QueueActor {
                 tag: c.spec.tag.clone(),
                 consumer: c.spec.id,
                 queue: self.shared.clone(),
-                seq: r.seq,
-                redelivered: r.redelivered,
-                msg: r.msg,
+                seq,
+                redelivered,
+                msg,
                 no_ack: c.spec.no_ack,
                 pending: c.spec.pending.clone(),
             };
@@ -313,13 +480,15 @@ impl QueueActor {
                 if !c.spec.no_ack {
                     c.spec.limiter.release(1);
                 }
+                c.spec.pending.fetch_sub(1, Ordering::AcqRel);
                 self.settle(d.seq);
-                self.insert_ready(d.seq, d.msg, d.redelivered);
+                self.insert_ready(d.seq, Some(d.msg), d.redelivered);
                 self.remove_consumer(id);
-                if self.stopped {
-                    return;
-                }
                 return self.deliver();
+            }
+            if consumed {
+                // A no-ack delivery settles the message as it leaves.
+                self.forget_stored(vec![seq]);
             }
         }
     }

@@ -16,6 +16,17 @@ pub const PENDING_WINDOW: u32 = 2048;
 pub enum ConsumerEvent {
     /// A message for a consumer.
     Deliver(Delivery),
+    /// A publisher confirm outcome for a confirm-mode channel.
+    Confirm {
+        /// Channel number.
+        channel: u16,
+        /// Unique id of the channel instance (the number can be reused).
+        channel_uid: u64,
+        /// Publish sequence number.
+        seq: u64,
+        /// Stored (true) or failed (false).
+        ok: bool,
+    },
     /// The queue went away under the consumer (basic.cancel to the client).
     Cancelled {
         /// Channel of the consumer.

@@ -5,8 +5,11 @@
 mod actor;
 pub mod consumer;
 
+use crate::confirm::ConfirmToken;
 use crate::error::{AmqpError, AmqpResult};
 use crate::message::Message;
+use crate::store::schema::{self, flags};
+use crate::store::{Op, RecoveredQueue};
 use crate::vhost::VHost;
 use amq_protocol::types::FieldTable;
 use consumer::ConsumerSpec;
@@ -34,6 +37,9 @@ pub struct QueueShared {
     pub auto_delete: bool,
     /// Declare arguments.
     pub arguments: FieldTable,
+    /// Id of its messages in the store; None for queues that do not survive a restart
+    /// (non-durable or exclusive), whose messages are never written.
+    pub store_id: Option<u64>,
     tx: mpsc::Sender<QueueCmd>,
 }
 
@@ -53,7 +59,7 @@ pub struct GetResult {
 /// Commands a queue task accepts.
 #[derive(Debug)]
 pub(crate) enum QueueCmd {
-    Publish(Arc<Message>),
+    Publish(Arc<Message>, Option<ConfirmToken>),
     Consume(ConsumerSpec, oneshot::Sender<AmqpResult<()>>),
     Cancel(u64),
     Ack(Vec<u64>),
@@ -68,11 +74,14 @@ pub(crate) enum QueueCmd {
         reply: oneshot::Sender<AmqpResult<u32>>,
     },
     Stats(oneshot::Sender<(u32, u32)>),
+    Flush(oneshot::Sender<()>),
+    Shutdown,
     Kick,
 }
 
 impl QueueShared {
-    /// Creates the queue and starts its task.
+    /// Creates the queue and starts its task; a durable, non-exclusive queue is written to the
+    /// store.
     pub fn spawn(
         name: String,
         vhost: &Arc<VHost>,
@@ -81,6 +90,23 @@ impl QueueShared {
         auto_delete: bool,
         arguments: FieldTable,
     ) -> QueueRef {
+        let store_id =
+            (durable && exclusive_owner.is_none()).then(|| vhost.store.allocate_queue_id());
+        if let Some(id) = store_id {
+            let f = if auto_delete {
+                flags::DURABLE | flags::AUTO_DELETE
+            } else {
+                flags::DURABLE
+            };
+            vhost.store.submit(Op::PutQueue {
+                key: vhost.entity_key(&name),
+                value: schema::encode_parts(&[
+                    &id.to_be_bytes(),
+                    &[f],
+                    &schema::encode_table(&arguments),
+                ]),
+            });
+        }
         let (tx, rx) = mpsc::channel(MAILBOX);
         let q = Arc::new(QueueShared {
             name,
@@ -89,9 +115,28 @@ impl QueueShared {
             exclusive_owner,
             auto_delete,
             arguments,
+            store_id,
             tx,
         });
-        actor::start(q.clone(), Arc::downgrade(vhost), rx);
+        actor::start(q.clone(), vhost, rx, Vec::new(), None);
+        q
+    }
+
+    /// Restarts a durable queue read from the store, with its stored messages (bodies stay on
+    /// disk until consumers get near them).
+    pub fn recover(vhost: &Arc<VHost>, r: RecoveredQueue) -> QueueRef {
+        let (tx, rx) = mpsc::channel(MAILBOX);
+        let q = Arc::new(QueueShared {
+            name: r.name,
+            vhost: vhost.name.clone(),
+            durable: true,
+            exclusive_owner: None,
+            auto_delete: r.flags & flags::AUTO_DELETE != 0,
+            arguments: r.arguments,
+            store_id: Some(r.id),
+            tx,
+        });
+        actor::start(q.clone(), vhost, rx, r.messages, r.delivered);
         q
     }
 
@@ -119,9 +164,25 @@ impl QueueShared {
         rx.await.map_err(|_| self.gone())
     }
 
-    /// Enqueues a message; false when the queue is gone.
-    pub async fn publish(&self, msg: Arc<Message>) -> bool {
-        self.send(QueueCmd::Publish(msg)).await
+    /// Whether a message published to this queue is written to the store.
+    pub fn persists(&self, msg: &Message) -> bool {
+        self.store_id.is_some() && msg.persistent
+    }
+
+    /// Enqueues a message; the token (if any) completes once the message is stored.
+    /// False when the queue is gone.
+    pub async fn publish(&self, msg: Arc<Message>, token: Option<ConfirmToken>) -> bool {
+        self.send(QueueCmd::Publish(msg, token)).await
+    }
+
+    /// Waits until the queue has handed every pending write to the store.
+    pub async fn flush(&self) {
+        let _ = self.ask(QueueCmd::Flush).await;
+    }
+
+    /// Stops the queue's task at broker shutdown (the queue itself is kept in the store).
+    pub async fn shutdown(&self) {
+        self.send(QueueCmd::Shutdown).await;
     }
 
     /// Registers a consumer.

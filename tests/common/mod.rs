@@ -42,6 +42,21 @@ impl TestBroker {
     }
 }
 
+impl TestBroker {
+    /// Shuts the broker down cleanly and starts a new one on the same data dir.
+    pub async fn restart(self) -> TestBroker {
+        let TestBroker { server, dir } = self;
+        within(server.shutdown()).await;
+        let config = Config {
+            amqp_listen: "127.0.0.1:0".parse().expect("addr"),
+            data_dir: dir.path().to_owned(),
+            ..Config::default()
+        };
+        let server = Server::start(config).await.expect("broker restarts");
+        TestBroker { server, dir }
+    }
+}
+
 /// Starts a broker with a fresh data dir.
 pub async fn start() -> TestBroker {
     start_with(|_| {}).await
@@ -83,5 +98,36 @@ pub fn assert_code<T: std::fmt::Debug>(r: Result<T, lapin::Error>, expected: u16
     match r {
         Ok(v) => panic!("expected reply code {expected}, got success {v:?}"),
         Err(e) => assert_eq!(code(&e), Some(expected), "unexpected error {e}"),
+    }
+}
+
+/// Publishes on a confirm-mode channel and returns the reply code of the channel error the
+/// publish caused (None when it was confirmed). Waiting on the confirm avoids racing the
+/// broker's channel.close with a follow-up call.
+pub async fn publish_error(
+    ch: &lapin::Channel,
+    exchange: &str,
+    routing_key: &str,
+    body: &[u8],
+    props: lapin::BasicProperties,
+) -> Option<u16> {
+    within(ch.confirm_select(Default::default()))
+        .await
+        .expect("confirm.select");
+    let confirm = match within(ch.basic_publish(
+        exchange.into(),
+        routing_key.into(),
+        Default::default(),
+        body,
+        props,
+    ))
+    .await
+    {
+        Ok(c) => c,
+        Err(e) => return code(&e),
+    };
+    match within(confirm).await {
+        Ok(_) => None,
+        Err(e) => code(&e),
     }
 }

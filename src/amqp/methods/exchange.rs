@@ -7,18 +7,22 @@ use crate::vhost::ExchangeOptions;
 use amq_protocol::protocol::{exchange, AMQPClass};
 
 impl Connection {
-    pub(crate) fn on_exchange_method(
+    pub(crate) async fn on_exchange_method(
         &mut self,
         ch: &mut Channel,
         m: exchange::AMQPMethod,
     ) -> AmqpResult<()> {
-        match m {
+        // Durable changes are committed before the reply (still in the output buffer) is sent.
+        let mark = self.vhost.store.submitted();
+        let r = match m {
             exchange::AMQPMethod::Declare(d) => self.exchange_declare(ch, d),
             exchange::AMQPMethod::Delete(d) => self.exchange_delete(ch, d),
             exchange::AMQPMethod::Bind(b) => self.exchange_bind(ch, b),
             exchange::AMQPMethod::Unbind(u) => self.exchange_unbind(ch, u),
             _ => Err(AmqpError::command_invalid("unexpected exchange method")),
-        }
+        };
+        self.vhost.store.sync_since(mark).await;
+        r
     }
 
     fn exchange_declare(&mut self, ch: &mut Channel, d: exchange::Declare) -> AmqpResult<()> {

@@ -4,11 +4,13 @@
 use crate::amqp::channel::{Channel, PendingContent};
 use crate::amqp::codec::{self, ContentHeader};
 use crate::amqp::connection::Connection;
+use crate::confirm::ConfirmToken;
 use crate::error::{code, AmqpError, AmqpResult};
 use crate::message::Message;
 use amq_protocol::protocol::basic;
 use bytes::{Bytes, BytesMut};
 use std::sync::Arc;
+use tokio::sync::oneshot;
 
 impl Connection {
     pub(crate) fn basic_publish(&mut self, ch: &mut Channel, p: basic::Publish) -> AmqpResult<()> {
@@ -109,27 +111,27 @@ impl Connection {
             pc.props_len,
             &header.properties,
         ));
-        if ch.confirm {
-            ch.publish_seq += 1;
-        }
         if let Some(tx) = ch.tx.as_mut() {
             self.vhost.exchange(publish.exchange.as_str())?;
             tx.publishes.push((publish, msg));
             return Ok(());
         }
-        self.route_publish(ch, &publish, msg).await?;
+        self.route_publish(ch, &publish, msg, None).await?;
         if ch.confirm {
             self.confirm_ready(ch);
         }
         Ok(())
     }
 
-    /// Routes a message and enqueues it in every queue it reaches.
+    /// Routes a message and enqueues it in every queue it reaches. On a confirm-mode channel
+    /// the publish is recorded and each persistent copy carries a token that reports its
+    /// commit; in a transaction, `waiters` collects those tokens' receivers instead.
     pub(crate) async fn route_publish(
         &mut self,
         ch: &mut Channel,
         p: &basic::Publish,
         msg: Arc<Message>,
+        mut waiters: Option<&mut Vec<oneshot::Receiver<bool>>>,
     ) -> AmqpResult<()> {
         let x = self.vhost.exchange(p.exchange.as_str())?;
         if x.internal {
@@ -157,8 +159,30 @@ impl Connection {
                 self.frame_max,
             );
         }
+        let seq = ch.confirms.next_seq();
+        let mut waits = 0;
         for q in targets.drain(..) {
-            q.publish(msg.clone()).await;
+            let token = if !q.persists(&msg) {
+                None
+            } else if ch.confirm {
+                waits += 1;
+                Some(ConfirmToken::for_channel(
+                    self.sink.clone(),
+                    ch.id,
+                    ch.uid,
+                    seq,
+                ))
+            } else if let Some(w) = waiters.as_deref_mut() {
+                let (token, rx) = ConfirmToken::waiter();
+                w.push(rx);
+                Some(token)
+            } else {
+                None
+            };
+            q.publish(msg.clone(), token).await;
+        }
+        if ch.confirm {
+            ch.confirms.publish(waits);
         }
         self.route_buf = targets;
         Ok(())
@@ -171,18 +195,19 @@ impl Connection {
         }
     }
 
-    /// Acknowledges, with one basic.ack (multiple when several), every publish handled so far.
+    /// Reports settled publishes of the channels that have some: one basic.ack (multiple when
+    /// several) per run of stored publishes, a basic.nack for each failed one.
     pub(crate) fn flush_confirms(&mut self) {
         let dirty = std::mem::take(&mut self.confirm_dirty);
         for id in &dirty {
-            let frame_out = &mut self.out;
+            let out = &mut self.out;
             if let Some(Some(ch)) = self.channels.get_mut(usize::from(*id)) {
-                if ch.closing || ch.publish_seq == ch.confirmed {
+                if ch.closing {
                     continue;
                 }
-                let multiple = ch.publish_seq - ch.confirmed > 1;
-                codec::encode_confirm(frame_out, *id, true, ch.publish_seq, multiple);
-                ch.confirmed = ch.publish_seq;
+                ch.confirms.drain(|ack, tag, multiple| {
+                    codec::encode_confirm(out, *id, ack, tag, multiple)
+                });
             }
         }
         self.confirm_dirty = dirty;

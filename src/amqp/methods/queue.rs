@@ -14,14 +14,18 @@ impl Connection {
         ch: &mut Channel,
         m: queue::AMQPMethod,
     ) -> AmqpResult<()> {
-        match m {
+        // Durable changes are committed before the reply (still in the output buffer) is sent.
+        let mark = self.vhost.store.submitted();
+        let r = match m {
             queue::AMQPMethod::Declare(d) => self.queue_declare(ch, d).await,
             queue::AMQPMethod::Bind(b) => self.queue_bind(ch, b),
             queue::AMQPMethod::Unbind(u) => self.queue_unbind(ch, u),
             queue::AMQPMethod::Purge(p) => self.queue_purge(ch, p).await,
             queue::AMQPMethod::Delete(d) => self.queue_delete(ch, d).await,
             _ => Err(AmqpError::command_invalid("unexpected queue method")),
-        }
+        };
+        self.vhost.store.sync_since(mark).await;
+        r
     }
 
     async fn queue_declare(&mut self, ch: &mut Channel, d: queue::Declare) -> AmqpResult<()> {

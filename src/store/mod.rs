@@ -1,0 +1,283 @@
+//! The store: the only user of redb. Durable exchanges, queues, bindings, vhosts, users and
+//! persistent messages live in one database file under the data dir. All writes go through the
+//! writer thread (`writer.rs`, group commit); reads (recovery, paging bodies back in) use their
+//! own read transactions and never wait for the writer.
+
+mod recovery;
+pub mod schema;
+mod writer;
+
+pub use recovery::{Recovered, RecoveredBinding, RecoveredExchange, RecoveredQueue};
+
+use crate::confirm::ConfirmToken;
+use crate::message::Message;
+use redb::{Database, ReadableDatabase, ReadableTable};
+use schema::{MESSAGES, META, SCHEMA_VERSION};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, RwLock};
+use tokio::sync::{mpsc, oneshot};
+pub(crate) use writer::Op;
+use writer::WriterStats;
+
+/// File name of the database inside the data dir.
+pub const DB_FILE: &str = "warren.redb";
+
+/// Message bytes submitted to the writer and not yet committed before publishers wait.
+const INFLIGHT_LIMIT: usize = 64 << 20;
+
+/// Why the store could not be used.
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    /// The data dir or database file cannot be opened.
+    #[error("cannot open store {path}: {cause}")]
+    Open {
+        /// Database path.
+        path: PathBuf,
+        /// Cause.
+        cause: String,
+    },
+    /// Another process holds the database.
+    #[error("cannot open store {path}: it is locked by another Warren process")]
+    Locked {
+        /// Database path.
+        path: PathBuf,
+    },
+    /// Written by a newer Warren.
+    #[error(
+        "cannot open store {path}: schema version {found} is newer than this Warren's {supported}"
+    )]
+    Newer {
+        /// Database path.
+        path: PathBuf,
+        /// Version found.
+        found: u64,
+        /// Version this build writes.
+        supported: u64,
+    },
+    /// A read or write failed.
+    #[error("store error: {0}")]
+    Io(String),
+}
+
+impl From<redb::Error> for StoreError {
+    fn from(e: redb::Error) -> Self {
+        StoreError::Io(e.to_string())
+    }
+}
+
+/// A cheap handle on the store.
+#[derive(Clone, Debug)]
+pub struct Store {
+    inner: Arc<Inner>,
+}
+
+#[derive(Debug)]
+struct Inner {
+    /// Taken out at close so the file (and its lock) is released.
+    db: RwLock<Option<Arc<Database>>>,
+    tx: mpsc::UnboundedSender<Op>,
+    stats: Arc<WriterStats>,
+    writer: Mutex<Option<std::thread::JoinHandle<()>>>,
+    next_queue_id: AtomicU64,
+    submitted: AtomicU64,
+}
+
+fn io<E: std::fmt::Display>(e: E) -> StoreError {
+    StoreError::Io(e.to_string())
+}
+
+impl Store {
+    /// Opens (or creates) the database in `dir`, checks its schema version and reads back
+    /// everything durable.
+    pub fn open(dir: &Path, cache_bytes: usize) -> Result<(Store, Recovered), StoreError> {
+        let path = dir.join(DB_FILE);
+        std::fs::create_dir_all(dir).map_err(|e| StoreError::Open {
+            path: path.clone(),
+            cause: e.to_string(),
+        })?;
+        let db = Database::builder()
+            .set_cache_size(cache_bytes)
+            .create(&path)
+            .map_err(|e| match e {
+                redb::DatabaseError::DatabaseAlreadyOpen => {
+                    StoreError::Locked { path: path.clone() }
+                }
+                other => StoreError::Open {
+                    path: path.clone(),
+                    cause: other.to_string(),
+                },
+            })?;
+        let found = {
+            let txn = db.begin_write().map_err(io)?;
+            let found = {
+                let mut meta = txn.open_table(META).map_err(io)?;
+                let found = meta.get("schema_version").map_err(io)?.map(|v| v.value());
+                if found.is_none() {
+                    meta.insert("schema_version", SCHEMA_VERSION).map_err(io)?;
+                }
+                found
+            };
+            recovery::create_tables(&txn)?;
+            txn.commit().map_err(io)?;
+            found
+        };
+        if let Some(found) = found.filter(|v| *v > SCHEMA_VERSION) {
+            return Err(StoreError::Newer {
+                path,
+                found,
+                supported: SCHEMA_VERSION,
+            });
+        }
+        let recovered = recovery::recover(&db, found.is_none())?;
+        let db = Arc::new(db);
+        let (tx, rx) = mpsc::unbounded_channel();
+        let stats = Arc::new(WriterStats::default());
+        let writer = {
+            let (db, stats) = (db.clone(), stats.clone());
+            std::thread::Builder::new()
+                .name("warren-store".into())
+                .spawn(move || writer::run(db, rx, stats))
+                .map_err(io)?
+        };
+        Ok((
+            Store {
+                inner: Arc::new(Inner {
+                    db: RwLock::new(Some(db)),
+                    tx,
+                    stats,
+                    writer: Mutex::new(Some(writer)),
+                    next_queue_id: AtomicU64::new(1),
+                    submitted: AtomicU64::new(0),
+                }),
+            },
+            recovered,
+        ))
+    }
+
+    /// Makes sure new queue ids start above every recovered one.
+    pub fn reserve_queue_ids(&self, first_free: u64) {
+        self.inner
+            .next_queue_id
+            .fetch_max(first_free, Ordering::AcqRel);
+    }
+
+    /// A fresh queue id.
+    pub fn allocate_queue_id(&self) -> u64 {
+        self.inner.next_queue_id.fetch_add(1, Ordering::AcqRel)
+    }
+
+    /// How many operations were submitted so far (to tell whether a call wrote anything).
+    pub fn submitted(&self) -> u64 {
+        self.inner.submitted.load(Ordering::Acquire)
+    }
+
+    /// Waits for the commit of everything submitted, if anything was submitted since `mark`.
+    pub async fn sync_since(&self, mark: u64) -> bool {
+        if self.submitted() == mark {
+            return true;
+        }
+        self.sync().await
+    }
+
+    /// Queues an operation for the writer.
+    pub(crate) fn submit(&self, op: Op) {
+        self.inner.submitted.fetch_add(1, Ordering::AcqRel);
+        // A send fails only after the writer stopped (shutdown): nothing more can be stored.
+        if let Err(mpsc::error::SendError(Op::Barrier(tx))) = self.inner.tx.send(op) {
+            let _ = tx.send(false);
+        }
+    }
+
+    /// Stores a message; the token completes after its commit. Waits while too much message
+    /// data is waiting for the writer (backpressure towards publishers).
+    pub async fn put_message(
+        &self,
+        queue: u64,
+        seq: u64,
+        msg: Arc<Message>,
+        token: Option<ConfirmToken>,
+    ) {
+        let stats = &self.inner.stats;
+        loop {
+            let notified = stats.drained.notified();
+            if stats.inflight.load(Ordering::Acquire) < INFLIGHT_LIMIT {
+                break;
+            }
+            notified.await;
+        }
+        stats
+            .inflight
+            .fetch_add(msg.stored_size(), Ordering::AcqRel);
+        self.submit(Op::PutMessage {
+            queue,
+            seq,
+            msg,
+            token,
+        });
+    }
+
+    /// Waits until everything submitted before has been committed; false if a commit failed.
+    pub async fn sync(&self) -> bool {
+        let (tx, rx) = oneshot::channel();
+        self.submit(Op::Barrier(tx));
+        rx.await.unwrap_or(false)
+    }
+
+    /// Whether the last commit failed (the disk alarm condition).
+    pub fn failing(&self) -> bool {
+        self.inner.stats.failing.load(Ordering::Acquire)
+    }
+
+    /// (transactions committed, operations applied) so far.
+    pub fn commit_stats(&self) -> (u64, u64) {
+        (
+            self.inner.stats.commits.load(Ordering::Relaxed),
+            self.inner.stats.ops.load(Ordering::Relaxed),
+        )
+    }
+
+    /// Reads up to `limit` stored messages of a queue from sequence `from` on.
+    pub fn read_messages(
+        &self,
+        queue: u64,
+        from: u64,
+        limit: usize,
+    ) -> Result<Vec<(u64, Message)>, StoreError> {
+        let db = self
+            .inner
+            .db
+            .read()
+            .ok()
+            .and_then(|d| d.clone())
+            .ok_or_else(|| StoreError::Io("store closed".into()))?;
+        let txn = db.begin_read().map_err(io)?;
+        let table = txn.open_table(MESSAGES).map_err(io)?;
+        let mut out = Vec::with_capacity(limit);
+        for entry in table.range((queue, from)..=(queue, u64::MAX)).map_err(io)? {
+            let (k, v) = entry.map_err(io)?;
+            let (_, seq) = k.value();
+            let bytes = v.value();
+            let msg = schema::decode_message(bytes)
+                .and_then(|(x, rk, pl, data)| Message::from_stored(x, rk, pl, data))
+                .ok_or_else(|| StoreError::Io(format!("corrupt message {queue}/{seq}")))?;
+            out.push((seq, msg));
+            if out.len() >= limit {
+                break;
+            }
+        }
+        Ok(out)
+    }
+
+    /// Commits what is pending and stops the writer.
+    pub async fn close(&self) {
+        self.submit(Op::Shutdown);
+        let handle = self.inner.writer.lock().ok().and_then(|mut w| w.take());
+        if let Some(h) = handle {
+            let _ = tokio::task::spawn_blocking(move || h.join()).await;
+        }
+        if let Ok(mut db) = self.inner.db.write() {
+            db.take();
+        }
+    }
+}

@@ -1,0 +1,230 @@
+//! Reading the store back at boot: entities, and for each durable queue the order of its
+//! messages (from the index table, never the bodies) and how far it had been delivered.
+
+use super::schema::{
+    self, flags, BINDINGS, DELIVERED, EXCHANGES, MESSAGES, PERMISSIONS, QUEUES, QUEUE_INDEX, USERS,
+    VHOSTS,
+};
+use super::StoreError;
+use amq_protocol::types::FieldTable;
+use redb::{Database, ReadableDatabase, ReadableTable, WriteTransaction};
+use std::collections::HashMap;
+
+/// A durable exchange read back.
+#[derive(Debug)]
+pub struct RecoveredExchange {
+    /// Virtual host.
+    pub vhost: String,
+    /// Name.
+    pub name: String,
+    /// Type name.
+    pub kind: String,
+    /// Durable / auto-delete / internal bits.
+    pub flags: u8,
+    /// Arguments.
+    pub arguments: FieldTable,
+}
+
+/// A durable queue read back.
+#[derive(Debug)]
+pub struct RecoveredQueue {
+    /// Virtual host.
+    pub vhost: String,
+    /// Name.
+    pub name: String,
+    /// Store id.
+    pub id: u64,
+    /// Flag bits.
+    pub flags: u8,
+    /// Arguments.
+    pub arguments: FieldTable,
+    /// Sequence numbers of its stored messages, in order.
+    pub messages: Vec<u64>,
+    /// Highest sequence delivered before the restart (0 when none).
+    pub delivered: Option<u64>,
+}
+
+/// A durable binding read back.
+#[derive(Debug)]
+pub struct RecoveredBinding {
+    /// Virtual host.
+    pub vhost: String,
+    /// Source exchange.
+    pub source: String,
+    /// Destination is a queue (else an exchange).
+    pub to_queue: bool,
+    /// Destination name.
+    pub destination: String,
+    /// Routing key.
+    pub key: String,
+    /// Arguments.
+    pub arguments: FieldTable,
+}
+
+/// Everything durable.
+#[derive(Debug, Default)]
+pub struct Recovered {
+    /// The database was created just now.
+    pub fresh: bool,
+    /// Virtual hosts.
+    pub vhosts: Vec<String>,
+    /// Users: (name, password, tags).
+    pub users: Vec<(String, String, Vec<String>)>,
+    /// Exchanges.
+    pub exchanges: Vec<RecoveredExchange>,
+    /// Queues.
+    pub queues: Vec<RecoveredQueue>,
+    /// Bindings.
+    pub bindings: Vec<RecoveredBinding>,
+}
+
+fn io<E: std::fmt::Display>(e: E) -> StoreError {
+    StoreError::Io(e.to_string())
+}
+
+fn text(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).into_owned()
+}
+
+/// Creates every table so readers never meet a missing one.
+pub(super) fn create_tables(txn: &WriteTransaction) -> Result<(), StoreError> {
+    txn.open_table(VHOSTS).map_err(io)?;
+    txn.open_table(USERS).map_err(io)?;
+    txn.open_table(PERMISSIONS).map_err(io)?;
+    txn.open_table(EXCHANGES).map_err(io)?;
+    txn.open_table(QUEUES).map_err(io)?;
+    txn.open_table(BINDINGS).map_err(io)?;
+    txn.open_table(MESSAGES).map_err(io)?;
+    txn.open_table(QUEUE_INDEX).map_err(io)?;
+    txn.open_table(DELIVERED).map_err(io)?;
+    Ok(())
+}
+
+/// Reads every durable entity and queue index; drops messages whose queue is gone.
+pub(super) fn recover(db: &Database, fresh: bool) -> Result<Recovered, StoreError> {
+    let mut r = Recovered {
+        fresh,
+        ..Recovered::default()
+    };
+    let orphans = {
+        let txn = db.begin_read().map_err(io)?;
+        for e in txn.open_table(VHOSTS).map_err(io)?.iter().map_err(io)? {
+            let (k, _) = e.map_err(io)?;
+            r.vhosts.push(k.value().to_owned());
+        }
+        for e in txn.open_table(USERS).map_err(io)?.iter().map_err(io)? {
+            let (k, v) = e.map_err(io)?;
+            if let Some(parts) = schema::decode_parts(v.value()) {
+                let password = parts.first().map(|p| text(p)).unwrap_or_default();
+                let tags = parts.get(1).map(|t| text(t)).unwrap_or_default();
+                let tags = tags
+                    .split(',')
+                    .filter(|t| !t.is_empty())
+                    .map(str::to_owned)
+                    .collect();
+                r.users.push((k.value().to_owned(), password, tags));
+            }
+        }
+        for e in txn.open_table(EXCHANGES).map_err(io)?.iter().map_err(io)? {
+            let (k, v) = e.map_err(io)?;
+            let (Some(key), Some(val)) = (
+                schema::decode_parts(k.value()),
+                schema::decode_parts(v.value()),
+            ) else {
+                continue;
+            };
+            if key.len() != 2 || val.len() != 3 {
+                continue;
+            }
+            r.exchanges.push(RecoveredExchange {
+                vhost: text(key[0]),
+                name: text(key[1]),
+                kind: text(val[0]),
+                flags: val[1].first().copied().unwrap_or(flags::DURABLE),
+                arguments: schema::decode_table(val[2]).unwrap_or_default(),
+            });
+        }
+        let mut delivered = HashMap::new();
+        for e in txn.open_table(DELIVERED).map_err(io)?.iter().map_err(io)? {
+            let (k, v) = e.map_err(io)?;
+            delivered.insert(k.value(), v.value());
+        }
+        let mut by_id: HashMap<u64, usize> = HashMap::new();
+        for e in txn.open_table(QUEUES).map_err(io)?.iter().map_err(io)? {
+            let (k, v) = e.map_err(io)?;
+            let (Some(key), Some(val)) = (
+                schema::decode_parts(k.value()),
+                schema::decode_parts(v.value()),
+            ) else {
+                continue;
+            };
+            if key.len() != 2 || val.len() != 3 || val[0].len() != 8 {
+                continue;
+            }
+            let id = u64::from_be_bytes(val[0].try_into().map_err(io)?);
+            by_id.insert(id, r.queues.len());
+            r.queues.push(RecoveredQueue {
+                vhost: text(key[0]),
+                name: text(key[1]),
+                id,
+                flags: val[1].first().copied().unwrap_or(flags::DURABLE),
+                arguments: schema::decode_table(val[2]).unwrap_or_default(),
+                messages: Vec::new(),
+                delivered: delivered.get(&id).copied(),
+            });
+        }
+        let mut orphans = Vec::new();
+        for e in txn
+            .open_table(QUEUE_INDEX)
+            .map_err(io)?
+            .iter()
+            .map_err(io)?
+        {
+            let (k, _) = e.map_err(io)?;
+            let (id, seq) = k.value();
+            match by_id.get(&id) {
+                Some(&i) => r.queues[i].messages.push(seq),
+                None => {
+                    if orphans.last() != Some(&id) {
+                        orphans.push(id);
+                    }
+                }
+            }
+        }
+        for e in txn.open_table(BINDINGS).map_err(io)?.iter().map_err(io)? {
+            let (k, _) = e.map_err(io)?;
+            let Some(p) = schema::decode_parts(k.value()) else {
+                continue;
+            };
+            if p.len() != 6 {
+                continue;
+            }
+            r.bindings.push(RecoveredBinding {
+                vhost: text(p[0]),
+                source: text(p[1]),
+                to_queue: p[2] == b"q",
+                destination: text(p[3]),
+                key: text(p[4]),
+                arguments: schema::decode_table(p[5]).unwrap_or_default(),
+            });
+        }
+        orphans
+    };
+    if !orphans.is_empty() {
+        let txn = db.begin_write().map_err(io)?;
+        {
+            let mut messages = txn.open_table(MESSAGES).map_err(io)?;
+            let mut index = txn.open_table(QUEUE_INDEX).map_err(io)?;
+            for id in &orphans {
+                messages
+                    .retain_in((*id, 0)..=(*id, u64::MAX), |_, _| false)
+                    .map_err(io)?;
+                index
+                    .retain_in((*id, 0)..=(*id, u64::MAX), |_, _| false)
+                    .map_err(io)?;
+            }
+        }
+        txn.commit().map_err(io)?;
+    }
+    Ok(r)
+}
