@@ -333,11 +333,12 @@ impl QueueActor {
     }
 
     /// Pops the head of the queue, reading its body (and the next ones) from the store if needed.
+    /// When the store cannot be read, nothing is popped: the messages wait for the next try.
     fn take_head(&mut self) -> Option<(u64, Arc<Message>, bool)> {
         loop {
             let head = self.ready.front()?;
-            if head.msg.is_none() {
-                self.load_from(head.seq);
+            if head.msg.is_none() && !self.load_from(head.seq) {
+                return None;
             }
             let r = self.ready.pop_front()?;
             match r.msg {
@@ -349,16 +350,17 @@ impl QueueActor {
         }
     }
 
-    /// Fills in bodies of on-disk entries from `from` on, a window at a time.
-    fn load_from(&mut self, from: u64) {
+    /// Fills in bodies of on-disk entries from `from` on, a window at a time; false when the
+    /// store could not be read.
+    fn load_from(&mut self, from: u64) -> bool {
         let Some(id) = self.shared.store_id else {
-            return;
+            return true;
         };
         let read = match self.store.read_messages(id, from, READ_AHEAD) {
             Ok(r) => r,
             Err(e) => {
                 tracing::error!(queue = %self.shared.name, error = %e, "reading stored messages failed");
-                return;
+                return false;
             }
         };
         let mut i = 0;
@@ -372,6 +374,7 @@ impl QueueActor {
                 None => break,
             }
         }
+        true
     }
 
     fn add_consumer(&mut self, spec: ConsumerSpec) -> Result<(), AmqpError> {

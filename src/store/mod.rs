@@ -74,8 +74,8 @@ pub struct Store {
 
 #[derive(Debug)]
 struct Inner {
-    /// Taken out at close so the file (and its lock) is released.
-    db: RwLock<Option<Arc<Database>>>,
+    /// Taken out at close so the file (and its lock) is released; reopened after I/O errors.
+    db: writer::SharedDb,
     tx: mpsc::UnboundedSender<Op>,
     stats: Arc<WriterStats>,
     writer: Mutex<Option<std::thread::JoinHandle<()>>>,
@@ -108,6 +108,37 @@ impl Store {
                     cause: other.to_string(),
                 },
             })?;
+        let reopen_path = path.clone();
+        let reopen: writer::Reopen = Box::new(move || {
+            Database::builder()
+                .set_cache_size(cache_bytes)
+                .create(&reopen_path)
+        });
+        Self::start(db, path, reopen)
+    }
+
+    /// Opens a store on another redb backend (tests inject failing storage this way).
+    #[cfg(test)]
+    fn open_backend<B: redb::StorageBackend>(
+        make: impl Fn() -> B + Send + 'static,
+    ) -> Result<(Store, Recovered), StoreError> {
+        let db = Database::builder()
+            .create_with_backend(make())
+            .map_err(|e| StoreError::Open {
+                path: PathBuf::from("<backend>"),
+                cause: e.to_string(),
+            })?;
+        let reopen: writer::Reopen =
+            Box::new(move || Database::builder().create_with_backend(make()));
+        Self::start(db, PathBuf::from("<backend>"), reopen)
+    }
+
+    /// Checks the schema version, recovers, and starts the writer.
+    fn start(
+        db: Database,
+        path: PathBuf,
+        reopen: writer::Reopen,
+    ) -> Result<(Store, Recovered), StoreError> {
         let found = {
             let txn = db.begin_write().map_err(io)?;
             let found = {
@@ -130,20 +161,20 @@ impl Store {
             });
         }
         let recovered = recovery::recover(&db, found.is_none())?;
-        let db = Arc::new(db);
+        let db: writer::SharedDb = Arc::new(RwLock::new(Some(Arc::new(db))));
         let (tx, rx) = mpsc::unbounded_channel();
         let stats = Arc::new(WriterStats::default());
         let writer = {
             let (db, stats) = (db.clone(), stats.clone());
             std::thread::Builder::new()
                 .name("warren-store".into())
-                .spawn(move || writer::run(db, rx, stats))
+                .spawn(move || writer::run(db, reopen, rx, stats))
                 .map_err(io)?
         };
         Ok((
             Store {
                 inner: Arc::new(Inner {
-                    db: RwLock::new(Some(db)),
+                    db,
                     tx,
                     stats,
                     writer: Mutex::new(Some(writer)),
@@ -244,13 +275,8 @@ impl Store {
         from: u64,
         limit: usize,
     ) -> Result<Vec<(u64, Message)>, StoreError> {
-        let db = self
-            .inner
-            .db
-            .read()
-            .ok()
-            .and_then(|d| d.clone())
-            .ok_or_else(|| StoreError::Io("store closed".into()))?;
+        let db = writer::current(&self.inner.db)
+            .ok_or_else(|| StoreError::Io("store not open".into()))?;
         let txn = db.begin_read().map_err(io)?;
         let table = txn.open_table(MESSAGES).map_err(io)?;
         let mut out = Vec::with_capacity(limit);
@@ -335,6 +361,88 @@ mod tests {
         assert!(read.windows(2).all(|w| w[0].0 < w[1].0), "sequence order");
         assert!(read.iter().all(|(_, m)| m.persistent));
         store.close().await;
+    }
+
+    /// In-memory storage whose writes and syncs fail while `fail` is set.
+    #[derive(Debug, Clone)]
+    struct FlakyDisk {
+        inner: Arc<redb::backends::InMemoryBackend>,
+        fail: Arc<std::sync::atomic::AtomicBool>,
+    }
+
+    impl FlakyDisk {
+        fn check(&self) -> std::io::Result<()> {
+            if self.fail.load(Ordering::Acquire) {
+                Err(std::io::Error::other("injected: no space left on device"))
+            } else {
+                Ok(())
+            }
+        }
+    }
+
+    impl redb::StorageBackend for FlakyDisk {
+        fn len(&self) -> std::io::Result<u64> {
+            self.inner.len()
+        }
+        fn read(&self, offset: u64, out: &mut [u8]) -> std::io::Result<()> {
+            self.inner.read(offset, out)
+        }
+        fn set_len(&self, len: u64) -> std::io::Result<()> {
+            self.check()?;
+            self.inner.set_len(len)
+        }
+        fn sync_data(&self) -> std::io::Result<()> {
+            self.check()?;
+            self.inner.sync_data()
+        }
+        fn write(&self, offset: u64, data: &[u8]) -> std::io::Result<()> {
+            self.check()?;
+            self.inner.write(offset, data)
+        }
+    }
+
+    async fn put(store: &Store, seq: u64) -> bool {
+        let (token, rx) = ConfirmToken::waiter();
+        store
+            .put_message(1, seq, message(seq as u32), Some(token))
+            .await;
+        rx.await.unwrap_or(false)
+    }
+
+    #[tokio::test]
+    async fn write_failures_nack_raise_the_alarm_and_leave_the_store_usable() {
+        let fail = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let disk = FlakyDisk {
+            inner: Arc::new(redb::backends::InMemoryBackend::new()),
+            fail: fail.clone(),
+        };
+        let (store, _) = Store::open_backend(move || disk.clone()).expect("open");
+        assert!(put(&store, 0).await);
+        assert!(!store.failing());
+        fail.store(true, Ordering::Release);
+        assert!(
+            !put(&store, 1).await,
+            "a failed write must not be confirmed"
+        );
+        assert!(store.failing(), "disk alarm raised");
+        fail.store(false, Ordering::Release);
+        let mut recovered = false;
+        for seq in 2..20 {
+            if put(&store, seq).await {
+                recovered = true;
+                break;
+            }
+        }
+        assert!(recovered, "writes succeed again once the disk does");
+        assert!(!store.failing());
+        let seqs: Vec<u64> = store
+            .read_messages(1, 0, 100)
+            .expect("read")
+            .iter()
+            .map(|m| m.0)
+            .collect();
+        assert_eq!(seqs.first(), Some(&0));
+        assert!(!seqs.contains(&1), "the failed write left nothing behind");
     }
 
     #[tokio::test]

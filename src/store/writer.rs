@@ -10,7 +10,8 @@ use crate::confirm::ConfirmToken;
 use crate::message::Message;
 use redb::{Database, Durability};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, RwLock};
+use std::time::Duration;
 use tokio::sync::{mpsc, oneshot, Notify};
 
 /// Operations per transaction at most.
@@ -78,8 +79,49 @@ pub(crate) struct WriterStats {
     pub failing: AtomicBool,
 }
 
+/// The open database, shared with readers; None while it is being reopened after an I/O error.
+pub(crate) type SharedDb = Arc<RwLock<Option<Arc<Database>>>>;
+
+/// Opens the database again (redb refuses all work after an I/O error until it is reopened).
+pub(crate) type Reopen = Box<dyn Fn() -> Result<Database, redb::DatabaseError> + Send>;
+
+/// Current database, if open.
+pub(crate) fn current(db: &SharedDb) -> Option<Arc<Database>> {
+    db.read().ok().and_then(|d| d.clone())
+}
+
+/// Closes and reopens the database after a failed commit, so that the store heals as soon as
+/// the disk does. Readers that still hold the old handle are waited for briefly.
+fn reopen(shared: &SharedDb, reopen: &Reopen) {
+    if let Ok(mut slot) = shared.write() {
+        slot.take();
+    }
+    for _ in 0..100 {
+        match reopen() {
+            Ok(db) => {
+                if let Ok(mut slot) = shared.write() {
+                    *slot = Some(Arc::new(db));
+                }
+                return;
+            }
+            Err(redb::DatabaseError::DatabaseAlreadyOpen) => {
+                std::thread::sleep(Duration::from_millis(10))
+            }
+            Err(e) => {
+                tracing::error!(error = %e, "reopening the store failed; retrying with the next write");
+                return;
+            }
+        }
+    }
+}
+
 /// Runs the writer until `Op::Shutdown` or until every sender is gone.
-pub(crate) fn run(db: Arc<Database>, mut rx: mpsc::UnboundedReceiver<Op>, stats: Arc<WriterStats>) {
+pub(crate) fn run(
+    shared: SharedDb,
+    reopener: Reopen,
+    mut rx: mpsc::UnboundedReceiver<Op>,
+    stats: Arc<WriterStats>,
+) {
     let mut batch = Vec::with_capacity(MAX_BATCH);
     let mut stop = false;
     while !stop {
@@ -100,10 +142,14 @@ pub(crate) fn run(db: Arc<Database>, mut rx: mpsc::UnboundedReceiver<Op>, stats:
                 _ => 0,
             })
             .sum();
-        let result = apply(&db, &batch);
+        let result = match current(&shared) {
+            Some(db) => apply(&db, &batch),
+            None => Err(redb::Error::DatabaseClosed),
+        };
         let ok = result.is_ok();
         if let Err(e) = result {
             tracing::error!(error = %e, "store commit failed; the batch's publishes are nacked");
+            reopen(&shared, &reopener);
         }
         stats.failing.store(!ok, Ordering::Release);
         stats.commits.fetch_add(1, Ordering::Relaxed);

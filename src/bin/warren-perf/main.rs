@@ -1,0 +1,557 @@
+//! `warren-perf`: a PerfTest-style load generator for any AMQP 0-9-1 broker. Producers and
+//! consumers each own a connection; publishes are pipelined (pre-encoded frames, one write per
+//! batch), confirms and acks are counted as they arrive, and end-to-end latency is measured
+//! from a timestamp in the first 8 bytes of every body.
+
+mod client;
+
+use amq_protocol::protocol::{basic, confirm, exchange, queue, AMQPClass};
+use amq_protocol::types::FieldTable;
+use bytes::{BufMut, BytesMut};
+use clap::Parser;
+use client::{Client, Uri};
+use std::io;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, OnceLock};
+use std::time::{Duration, Instant};
+use tokio::io::AsyncWriteExt;
+use tokio::sync::Notify;
+use warren::amqp::codec::{self, Frame};
+
+/// Load generator in the style of RabbitMQ PerfTest.
+#[derive(Debug, Parser, Clone)]
+#[command(name = "warren-perf", version)]
+struct Args {
+    /// Broker URI.
+    #[arg(long, default_value = "amqp://guest:guest@127.0.0.1:5672/%2f")]
+    uri: String,
+    /// Producer connections.
+    #[arg(long, short = 'x', default_value_t = 1)]
+    producers: usize,
+    /// Consumer connections.
+    #[arg(long, short = 'y', default_value_t = 1)]
+    consumers: usize,
+    /// Queues (`<prefix>-<n>`); producer i publishes to queue i mod n, consumer j reads j mod n.
+    #[arg(long, default_value_t = 1)]
+    queues: usize,
+    /// Queue name prefix.
+    #[arg(long, default_value = "perf")]
+    queue_prefix: String,
+    /// Message body size in bytes (at least 8, for the timestamp).
+    #[arg(long, short = 's', default_value_t = 16)]
+    size: usize,
+    /// Messages per second per producer (0 = unlimited).
+    #[arg(long, short = 'r', default_value_t = 0)]
+    rate: u64,
+    /// Publisher confirms with this many unconfirmed messages at most (0 = no confirms).
+    #[arg(long, short = 'c', default_value_t = 0)]
+    confirm: u64,
+    /// Persistent messages (delivery-mode 2) to durable queues.
+    #[arg(long)]
+    persistent: bool,
+    /// Consumer prefetch (basic.qos).
+    #[arg(long, short = 'q', default_value_t = 1000)]
+    prefetch: u16,
+    /// Consume without acknowledgements.
+    #[arg(long, short = 'a')]
+    autoack: bool,
+    /// Acknowledge every N deliveries with one multiple ack.
+    #[arg(long, default_value_t = 100)]
+    multi_ack: u64,
+    /// Publish through this exchange instead of the default one.
+    #[arg(long, short = 'e', default_value = "")]
+    exchange: String,
+    /// Type of that exchange: direct, fanout or topic.
+    #[arg(long, short = 't', default_value = "direct")]
+    exchange_type: String,
+    /// Seconds to run.
+    #[arg(long, short = 'z', default_value_t = 10.0)]
+    duration: f64,
+    /// Print the summary as JSON.
+    #[arg(long)]
+    json: bool,
+    /// Only publish (no consumers); with --persistent this fills a backlog.
+    #[arg(long)]
+    publish_only: bool,
+    /// Stop each producer after this many messages (0 = run for the duration).
+    #[arg(long, default_value_t = 0)]
+    count: u64,
+    /// Stop once consumers have received this many messages in total (0 = run for the duration).
+    #[arg(long, default_value_t = 0)]
+    consume_count: u64,
+}
+
+#[derive(Default)]
+struct Counters {
+    published: AtomicU64,
+    confirmed: AtomicU64,
+    nacked: AtomicU64,
+    consumed: AtomicU64,
+}
+
+fn epoch() -> Instant {
+    static EPOCH: OnceLock<Instant> = OnceLock::new();
+    *EPOCH.get_or_init(Instant::now)
+}
+
+fn queue_name(a: &Args, i: usize) -> String {
+    format!("{}-{}", a.queue_prefix, i % a.queues.max(1))
+}
+
+async fn setup(a: &Args, uri: &Uri) -> io::Result<()> {
+    let mut c = Client::connect(uri).await?;
+    if !a.exchange.is_empty() {
+        c.call(
+            1,
+            AMQPClass::Exchange(exchange::AMQPMethod::Declare(exchange::Declare {
+                exchange: a.exchange.as_str().into(),
+                kind: a.exchange_type.as_str().into(),
+                passive: false,
+                durable: a.persistent,
+                auto_delete: false,
+                internal: false,
+                nowait: false,
+                arguments: FieldTable::default(),
+            })),
+        )
+        .await?;
+    }
+    for i in 0..a.queues.max(1) {
+        let name = queue_name(a, i);
+        c.call(
+            1,
+            AMQPClass::Queue(queue::AMQPMethod::Declare(queue::Declare {
+                queue: name.as_str().into(),
+                passive: false,
+                durable: a.persistent,
+                exclusive: false,
+                auto_delete: false,
+                nowait: false,
+                arguments: FieldTable::default(),
+            })),
+        )
+        .await?;
+        if !a.exchange.is_empty() {
+            c.call(
+                1,
+                AMQPClass::Queue(queue::AMQPMethod::Bind(queue::Bind {
+                    queue: name.as_str().into(),
+                    exchange: a.exchange.as_str().into(),
+                    routing_key: name.as_str().into(),
+                    nowait: false,
+                    arguments: FieldTable::default(),
+                })),
+            )
+            .await?;
+        }
+    }
+    Ok(())
+}
+
+/// Pre-encoded publish method and content header for one producer.
+fn publish_prefix(a: &Args, routing_key: &str, frame_max: u32) -> (BytesMut, u32) {
+    let mut m = BytesMut::new();
+    codec::encode_method(
+        &mut m,
+        1,
+        &AMQPClass::Basic(basic::AMQPMethod::Publish(basic::Publish {
+            exchange: a.exchange.as_str().into(),
+            routing_key: routing_key.into(),
+            mandatory: false,
+            immediate: false,
+        })),
+    );
+    let props: &[u8] = if a.persistent {
+        &[0x10, 0x00, 2]
+    } else {
+        &[0x00, 0x00]
+    };
+    let mut header = BytesMut::new();
+    codec::encode_content(&mut header, 1, props, &[], frame_max);
+    // encode_content wrote a header for an empty body; patch in the real size.
+    let size_at = 7 + 4;
+    header[size_at..size_at + 8].copy_from_slice(&(a.size as u64).to_be_bytes());
+    m.extend_from_slice(&header);
+    (m, frame_max)
+}
+
+async fn producer(
+    a: Args,
+    uri: Arc<Uri>,
+    idx: usize,
+    counters: Arc<Counters>,
+    stop: Arc<AtomicBool>,
+) -> io::Result<()> {
+    let mut c = Client::connect(&uri).await?;
+    if a.confirm > 0 {
+        c.call(
+            1,
+            AMQPClass::Confirm(confirm::AMQPMethod::Select(confirm::Select {
+                nowait: false,
+            })),
+        )
+        .await?;
+    }
+    let rk = if a.exchange.is_empty() || a.exchange_type != "fanout" {
+        queue_name(&a, idx)
+    } else {
+        String::new()
+    };
+    let (prefix, frame_max) = publish_prefix(&a, &rk, c.frame_max);
+    let Client {
+        mut rd,
+        mut wr,
+        mut rbuf,
+        ..
+    } = c;
+    let confirmed = Arc::new(AtomicU64::new(0));
+    let progress = Arc::new(Notify::new());
+    // Reader: counts confirms (ack/nack, multiple or single) in publish order.
+    let reader = {
+        let (confirmed, progress, counters) =
+            (confirmed.clone(), progress.clone(), counters.clone());
+        tokio::spawn(async move {
+            use tokio::io::AsyncReadExt;
+            loop {
+                loop {
+                    match codec::decode(&mut rbuf, 0) {
+                        Ok(Some(Frame::Method(_, m))) => {
+                            let (tag, multiple, ok) = match *m {
+                                AMQPClass::Basic(basic::AMQPMethod::Ack(x)) => {
+                                    (x.delivery_tag, x.multiple, true)
+                                }
+                                AMQPClass::Basic(basic::AMQPMethod::Nack(x)) => {
+                                    (x.delivery_tag, x.multiple, false)
+                                }
+                                _ => continue,
+                            };
+                            let before = confirmed.load(Ordering::Acquire);
+                            let now = if multiple {
+                                tag.max(before)
+                            } else {
+                                before + 1
+                            };
+                            let n = now.saturating_sub(before);
+                            confirmed.store(now, Ordering::Release);
+                            let counter = if ok {
+                                &counters.confirmed
+                            } else {
+                                &counters.nacked
+                            };
+                            counter.fetch_add(n, Ordering::Relaxed);
+                            progress.notify_one();
+                        }
+                        Ok(Some(_)) => {}
+                        Ok(None) => break,
+                        Err(_) => return,
+                    }
+                }
+                match rd.read_buf(&mut rbuf).await {
+                    Ok(0) | Err(_) => return,
+                    Ok(_) => {}
+                }
+            }
+        })
+    };
+    let mut out = BytesMut::with_capacity(256 * 1024);
+    let body_tail = vec![0u8; a.size.saturating_sub(8)];
+    let mut published = 0u64;
+    let started = Instant::now();
+    let batch = if a.rate > 0 { 1 } else { 64 };
+    while !stop.load(Ordering::Relaxed) && (a.count == 0 || published < a.count) {
+        if a.confirm > 0 {
+            loop {
+                let notified = progress.notified();
+                if published - confirmed.load(Ordering::Acquire) < a.confirm {
+                    break;
+                }
+                if tokio::time::timeout(Duration::from_millis(100), notified)
+                    .await
+                    .is_err()
+                    && stop.load(Ordering::Relaxed)
+                {
+                    break;
+                }
+            }
+            if stop.load(Ordering::Relaxed) {
+                break;
+            }
+        }
+        if a.rate > 0 {
+            let due = Duration::from_secs_f64(published as f64 / a.rate as f64);
+            if let Some(wait) = due.checked_sub(started.elapsed()) {
+                tokio::time::sleep(wait).await;
+            }
+        }
+        let room = if a.confirm > 0 {
+            (a.confirm - (published - confirmed.load(Ordering::Acquire))).min(batch)
+        } else {
+            batch
+        };
+        let room = if a.count > 0 {
+            room.min(a.count - published)
+        } else {
+            room
+        };
+        for _ in 0..room {
+            out.extend_from_slice(&prefix);
+            let stamp = epoch().elapsed().as_nanos() as u64;
+            let mut body = BytesMut::with_capacity(a.size.max(8));
+            body.put_u64(stamp);
+            body.extend_from_slice(&body_tail);
+            let body = &body[..a.size.max(8).min(body.len())];
+            let chunk = (frame_max as usize - 8).max(1);
+            for part in body.chunks(chunk) {
+                out.put_u8(codec::FRAME_BODY);
+                out.put_u16(1);
+                out.put_u32(part.len() as u32);
+                out.extend_from_slice(part);
+                out.put_u8(codec::FRAME_END);
+            }
+        }
+        wr.write_all(&out).await?;
+        out.clear();
+        published += room;
+        counters.published.fetch_add(room, Ordering::Relaxed);
+    }
+    if a.confirm > 0 {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while confirmed.load(Ordering::Acquire) < published && Instant::now() < deadline {
+            let _ = tokio::time::timeout(Duration::from_millis(100), progress.notified()).await;
+        }
+    }
+    reader.abort();
+    Ok(())
+}
+
+async fn consumer(
+    a: Args,
+    uri: Arc<Uri>,
+    idx: usize,
+    counters: Arc<Counters>,
+    stop: Arc<AtomicBool>,
+) -> io::Result<Vec<u32>> {
+    let mut c = Client::connect(&uri).await?;
+    c.call(
+        1,
+        AMQPClass::Basic(basic::AMQPMethod::Qos(basic::Qos {
+            prefetch_count: a.prefetch,
+            global: false,
+        })),
+    )
+    .await?;
+    c.call(
+        1,
+        AMQPClass::Basic(basic::AMQPMethod::Consume(basic::Consume {
+            queue: queue_name(&a, idx).as_str().into(),
+            consumer_tag: "".into(),
+            no_local: false,
+            no_ack: a.autoack,
+            exclusive: false,
+            nowait: false,
+            arguments: FieldTable::default(),
+        })),
+    )
+    .await?;
+    let mut latencies = Vec::with_capacity(1 << 16);
+    let mut last_tag = 0u64;
+    let mut unacked = 0u64;
+    let mut first_body = true;
+    let mut out = BytesMut::new();
+    while !stop.load(Ordering::Relaxed) {
+        let frame = match tokio::time::timeout(Duration::from_millis(200), c.frame()).await {
+            Ok(f) => f?,
+            Err(_) => continue,
+        };
+        match frame {
+            Frame::Method(_, m) => {
+                if let AMQPClass::Basic(basic::AMQPMethod::Deliver(d)) = *m {
+                    last_tag = d.delivery_tag;
+                    first_body = true;
+                }
+            }
+            Frame::Header(_, h) if h.body_size == 0 => {
+                counters.consumed.fetch_add(1, Ordering::Relaxed);
+            }
+            Frame::Body(_, b) if first_body && b.len() >= 8 => {
+                let sent = u64::from_be_bytes(b[..8].try_into().unwrap_or_default());
+                let now = epoch().elapsed().as_nanos() as u64;
+                if latencies.len() < 4_000_000 {
+                    latencies.push((now.saturating_sub(sent) / 1000) as u32);
+                }
+                counters.consumed.fetch_add(1, Ordering::Relaxed);
+                first_body = false;
+                if !a.autoack {
+                    unacked += 1;
+                    if unacked >= a.multi_ack.max(1) {
+                        codec::encode_confirm(&mut out, 1, true, last_tag, true);
+                        c.wr.write_all(&out).await?;
+                        out.clear();
+                        unacked = 0;
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+    Ok(latencies)
+}
+
+fn cpu_seconds() -> f64 {
+    let Ok(stat) = std::fs::read_to_string("/proc/self/stat") else {
+        return 0.0;
+    };
+    let fields: Vec<&str> = stat
+        .rsplit(')')
+        .next()
+        .unwrap_or("")
+        .split_whitespace()
+        .collect();
+    let ticks = |i: usize| {
+        fields
+            .get(i)
+            .and_then(|v| v.parse::<f64>().ok())
+            .unwrap_or(0.0)
+    };
+    (ticks(11) + ticks(12)) / 100.0
+}
+
+fn percentile(sorted: &[u32], p: f64) -> u32 {
+    if sorted.is_empty() {
+        return 0;
+    }
+    let i = ((sorted.len() as f64 - 1.0) * p).round() as usize;
+    sorted[i.min(sorted.len() - 1)]
+}
+
+#[tokio::main]
+async fn main() -> std::process::ExitCode {
+    let a = Args::parse();
+    if a.size < 8 {
+        eprintln!("warren-perf: --size must be at least 8 (the timestamp)");
+        return std::process::ExitCode::from(2);
+    }
+    let uri = match Uri::parse(&a.uri) {
+        Ok(u) => Arc::new(u),
+        Err(e) => {
+            eprintln!("warren-perf: {e}");
+            return std::process::ExitCode::from(2);
+        }
+    };
+    epoch();
+    if let Err(e) = setup(&a, &uri).await {
+        eprintln!("warren-perf: setup failed: {e}");
+        return std::process::ExitCode::from(1);
+    }
+    let counters = Arc::new(Counters::default());
+    let stop = Arc::new(AtomicBool::new(false));
+    let consumers: Vec<_> = if a.publish_only {
+        Vec::new()
+    } else {
+        (0..a.consumers)
+            .map(|i| {
+                tokio::spawn(consumer(
+                    a.clone(),
+                    uri.clone(),
+                    i,
+                    counters.clone(),
+                    stop.clone(),
+                ))
+            })
+            .collect()
+    };
+    let cpu_start = cpu_seconds();
+    let started = Instant::now();
+    let producers: Vec<_> = (0..a.producers)
+        .map(|i| {
+            tokio::spawn(producer(
+                a.clone(),
+                uri.clone(),
+                i,
+                counters.clone(),
+                stop.clone(),
+            ))
+        })
+        .collect();
+    let duration = Duration::from_secs_f64(a.duration);
+    let mut last = (0u64, 0u64, Instant::now());
+    let done = |counters: &Counters| {
+        (a.count > 0 && a.consume_count == 0 && producers.iter().all(|p| p.is_finished()))
+            || (a.consume_count > 0 && counters.consumed.load(Ordering::Relaxed) >= a.consume_count)
+    };
+    while started.elapsed() < duration && !done(&counters) {
+        tokio::time::sleep(
+            Duration::from_millis(if a.consume_count > 0 { 5 } else { 250 }).min(duration),
+        )
+        .await;
+        if !a.json && last.2.elapsed() >= Duration::from_secs(1) {
+            let (p, c) = (
+                counters.published.load(Ordering::Relaxed),
+                counters.consumed.load(Ordering::Relaxed),
+            );
+            let dt = last.2.elapsed().as_secs_f64();
+            eprintln!(
+                "time {:>5.1}s  sent {:>9.0} msg/s  received {:>9.0} msg/s",
+                started.elapsed().as_secs_f64(),
+                (p - last.0) as f64 / dt,
+                (c - last.1) as f64 / dt
+            );
+            last = (p, c, Instant::now());
+        }
+    }
+    let elapsed = started.elapsed().as_secs_f64();
+    let published = counters.published.load(Ordering::Relaxed);
+    let consumed = counters.consumed.load(Ordering::Relaxed);
+    stop.store(true, Ordering::Relaxed);
+    let mut failed = false;
+    for p in producers {
+        if let Ok(Err(e)) = p.await {
+            eprintln!("warren-perf: producer: {e}");
+            failed = true;
+        }
+    }
+    let confirmed = counters.confirmed.load(Ordering::Relaxed);
+    let nacked = counters.nacked.load(Ordering::Relaxed);
+    let mut lat = Vec::new();
+    for c in consumers {
+        match c.await {
+            Ok(Ok(l)) => lat.extend(l),
+            Ok(Err(e)) => {
+                eprintln!("warren-perf: consumer: {e}");
+                failed = true;
+            }
+            Err(_) => failed = true,
+        }
+    }
+    lat.sort_unstable();
+    let cpu = cpu_seconds() - cpu_start;
+    let (p50, p95, p99, max) = (
+        percentile(&lat, 0.50),
+        percentile(&lat, 0.95),
+        percentile(&lat, 0.99),
+        lat.last().copied().unwrap_or(0),
+    );
+    if a.json {
+        println!(
+            "{{\"duration_s\":{elapsed:.3},\"published\":{published},\"confirmed\":{confirmed},\"nacked\":{nacked},\"consumed\":{consumed},\
+             \"publish_rate\":{:.1},\"confirm_rate\":{:.1},\"consume_rate\":{:.1},\
+             \"latency_us\":{{\"p50\":{p50},\"p95\":{p95},\"p99\":{p99},\"max\":{max}}},\"tool_cpu_s\":{cpu:.3}}}",
+            published as f64 / elapsed,
+            confirmed as f64 / elapsed,
+            consumed as f64 / elapsed
+        );
+    } else {
+        println!(
+            "published {published} ({:.0} msg/s), confirmed {confirmed} ({:.0} msg/s), nacked {nacked}, consumed {consumed} ({:.0} msg/s)",
+            published as f64 / elapsed,
+            confirmed as f64 / elapsed,
+            consumed as f64 / elapsed
+        );
+        println!("latency µs: p50 {p50}  p95 {p95}  p99 {p99}  max {max};  tool CPU {cpu:.2} s in {elapsed:.2} s");
+    }
+    if failed {
+        std::process::ExitCode::from(1)
+    } else {
+        std::process::ExitCode::SUCCESS
+    }
+}
