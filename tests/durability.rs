@@ -424,3 +424,49 @@ async fn unusable_data_dirs_are_refused_with_a_one_line_error() {
     let e = start_error(dir.path()).await;
     assert!(e.contains("newer"), "{e}");
 }
+
+#[tokio::test]
+async fn a_message_of_the_maximum_size_persists_byte_exact() {
+    let b = start().await;
+    let max = Config::default().max_message_size as usize;
+    let body: Vec<u8> = (0..max).map(|i| (i % 253) as u8).collect();
+    {
+        let (_c, ch) = b.channel().await;
+        within(ch.confirm_select(Default::default()))
+            .await
+            .expect("confirm");
+        within(ch.queue_declare("max".into(), durable_q(), FieldTable::default()))
+            .await
+            .expect("q");
+        let confirm = tokio::time::timeout(
+            std::time::Duration::from_secs(120),
+            ch.basic_publish(
+                "".into(),
+                "max".into(),
+                Default::default(),
+                &body,
+                persistent(),
+            ),
+        )
+        .await
+        .expect("publish in time")
+        .expect("publish");
+        let confirmed = tokio::time::timeout(std::time::Duration::from_secs(120), confirm)
+            .await
+            .expect("confirm in time")
+            .expect("confirm");
+        assert!(confirmed.is_ack());
+    }
+    let b = b.restart().await;
+    let (_c, ch) = b.channel().await;
+    let got = tokio::time::timeout(
+        std::time::Duration::from_secs(120),
+        ch.basic_get("max".into(), BasicGetOptions { no_ack: true }),
+    )
+    .await
+    .expect("get in time")
+    .expect("get")
+    .expect("message");
+    assert_eq!(got.delivery.data.len(), max);
+    assert!(got.delivery.data == body, "body changed");
+}
