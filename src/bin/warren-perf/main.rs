@@ -79,6 +79,9 @@ struct Args {
     /// Stop once consumers have received this many messages in total (0 = run for the duration).
     #[arg(long, default_value_t = 0)]
     consume_count: u64,
+    /// Delete the queues (and the exchange) when done.
+    #[arg(long)]
+    delete_queues: bool,
 }
 
 #[derive(Default)]
@@ -144,6 +147,34 @@ async fn setup(a: &Args, uri: &Uri) -> io::Result<()> {
             )
             .await?;
         }
+    }
+    Ok(())
+}
+
+async fn teardown(a: &Args, uri: &Uri) -> io::Result<()> {
+    let mut c = Client::connect(uri).await?;
+    for i in 0..a.queues.max(1) {
+        c.call(
+            1,
+            AMQPClass::Queue(queue::AMQPMethod::Delete(queue::Delete {
+                queue: queue_name(a, i).as_str().into(),
+                if_unused: false,
+                if_empty: false,
+                nowait: false,
+            })),
+        )
+        .await?;
+    }
+    if !a.exchange.is_empty() {
+        c.call(
+            1,
+            AMQPClass::Exchange(exchange::AMQPMethod::Delete(exchange::Delete {
+                exchange: a.exchange.as_str().into(),
+                if_unused: false,
+                nowait: false,
+            })),
+        )
+        .await?;
     }
     Ok(())
 }
@@ -525,6 +556,12 @@ async fn main() -> std::process::ExitCode {
     }
     lat.sort_unstable();
     let cpu = cpu_seconds() - cpu_start;
+    if a.delete_queues {
+        if let Err(e) = teardown(&a, &uri).await {
+            eprintln!("warren-perf: deleting the queues failed: {e}");
+            failed = true;
+        }
+    }
     let (p50, p95, p99, max) = (
         percentile(&lat, 0.50),
         percentile(&lat, 0.95),
