@@ -415,6 +415,7 @@ impl VHost {
         let Some((_, x)) = self.exchanges.remove(name) else {
             return;
         };
+        x.mark_deleted();
         let own: Vec<Binding> = x.bindings().list().to_vec();
         self.forget_bindings(&x, &own);
         if x.durable {
@@ -667,6 +668,7 @@ impl VHost {
 
     /// Drops a queue from the registry and every binding to it (its task stops on its own).
     pub fn forget_queue(&self, q: &QueueRef) {
+        q.mark_deleted();
         self.queues.remove_if(&q.name, |_, v| Arc::ptr_eq(v, q));
         self.remove_destination(&Destination::Queue(q.clone()));
     }
@@ -702,7 +704,7 @@ impl VHost {
         next: &mut Vec<String>,
     ) {
         let b = x.bindings();
-        let mut dests = Vec::new();
+        let mut dests = crate::exchange::Dests::new();
         b.route(msg, headers, &mut dests);
         for d in dests {
             match d {

@@ -515,3 +515,36 @@ async fn auto_delete_exchange_goes_with_its_last_binding() {
         404,
     );
 }
+
+#[tokio::test]
+async fn publishing_follows_deleted_and_redeclared_entities() {
+    let b = start().await;
+    let (_c, ch) = b.channel().await;
+    // The connection caches the last exchange and default-exchange queue; deletion must show.
+    queue(&ch, "q").await;
+    publish(&ch, "", "q", None).await;
+    within(ch.queue_delete("q".into(), Default::default()))
+        .await
+        .expect("delete");
+    queue(&ch, "q").await;
+    publish(&ch, "", "q", None).await;
+    assert_eq!(count(&ch, "q").await, 1, "the new queue got the message");
+    declare_x(&ch, "x", ExchangeKind::Fanout, Default::default())
+        .await
+        .expect("x");
+    queue(&ch, "a").await;
+    bind(&ch, "a", "x", "", FieldTable::default()).await;
+    publish(&ch, "x", "k", None).await;
+    within(ch.exchange_delete("x".into(), Default::default()))
+        .await
+        .expect("delete x");
+    declare_x(&ch, "x", ExchangeKind::Direct, Default::default())
+        .await
+        .expect("x again");
+    publish(&ch, "x", "k", None).await;
+    assert_eq!(
+        count(&ch, "a").await,
+        1,
+        "the new exchange has no binding to a"
+    );
+}

@@ -41,6 +41,10 @@ pub(crate) struct Connection {
     pub channels: Vec<Option<Box<Channel>>>,
     /// Reused buffer of routing results.
     pub route_buf: Vec<QueueRef>,
+    /// The exchange last published to (saves a registry lookup per message).
+    pub exchange_cache: Option<Arc<crate::exchange::Exchange>>,
+    /// The queue last reached through the default exchange.
+    pub default_route: Option<QueueRef>,
     /// Channels with publishes waiting for their confirm.
     pub confirm_dirty: Vec<u16>,
     /// connection.close was sent; waiting for close-ok until this instant.
@@ -75,6 +79,8 @@ pub(crate) async fn run(
         exclusive_queues: Vec::new(),
         channels: Vec::new(),
         route_buf: Vec::new(),
+        exchange_cache: None,
+        default_route: None,
         confirm_dirty: Vec::new(),
         closing: None,
         done: false,

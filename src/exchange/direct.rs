@@ -1,6 +1,6 @@
 //! Direct exchange: a binding matches when its key equals the routing key.
 
-use super::{Binding, Destination};
+use super::{Binding, Destination, Dests};
 use std::collections::HashMap;
 
 /// Bindings of a direct exchange, indexed by key.
@@ -35,7 +35,7 @@ impl DirectBindings {
     }
 
     /// Destinations bound with exactly `key`.
-    pub fn route<'a>(&'a self, key: &str, out: &mut Vec<&'a Destination>) {
+    pub fn route<'a>(&'a self, key: &str, out: &mut Dests<'a>) {
         if let Some(v) = self.by_key.get(key) {
             out.extend(v.iter());
         }

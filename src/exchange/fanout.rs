@@ -1,6 +1,6 @@
 //! Fanout exchange: every binding matches.
 
-use super::{Binding, Destination};
+use super::{Binding, Destination, Dests};
 
 /// Bindings of a fanout exchange (keys are kept only for listing).
 #[derive(Debug, Default)]
@@ -29,7 +29,7 @@ impl FanoutBindings {
     }
 
     /// Every destination.
-    pub fn route<'a>(&'a self, out: &mut Vec<&'a Destination>) {
+    pub fn route<'a>(&'a self, out: &mut Dests<'a>) {
         out.extend(self.dests.iter());
     }
 }

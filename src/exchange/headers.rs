@@ -3,7 +3,7 @@
 //! Erlang `==` does: numbers by value across widths, short and long strings by bytes; a binding
 //! value of type void matches any value of the key.
 
-use super::{Binding, Destination};
+use super::{Binding, Destination, Dests};
 use amq_protocol::types::{AMQPValue, FieldTable};
 
 /// One parsed headers binding.
@@ -117,7 +117,7 @@ impl HeadersBindings {
     }
 
     /// Destinations whose arguments match `headers`.
-    pub fn route<'a>(&'a self, headers: &FieldTable, out: &mut Vec<&'a Destination>) {
+    pub fn route<'a>(&'a self, headers: &FieldTable, out: &mut Dests<'a>) {
         for s in &self.specs {
             if spec_matches(s.any, &s.pairs, headers) {
                 out.push(&s.destination);

@@ -10,7 +10,11 @@ pub mod topic;
 use crate::message::Message;
 use crate::queue::QueueRef;
 use amq_protocol::types::FieldTable;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, RwLock, RwLockReadGuard, RwLockWriteGuard};
+
+/// Destinations matched by one exchange for one message (on the stack for the usual few).
+pub type Dests<'a> = smallvec::SmallVec<[&'a Destination; 8]>;
 
 pub use headers::{parse_x_match, values_equal};
 
@@ -185,7 +189,7 @@ impl Bindings {
         &'a self,
         msg: &Message,
         headers: &mut Option<FieldTable>,
-        out: &mut Vec<&'a Destination>,
+        out: &mut Dests<'a>,
     ) {
         match &self.matcher {
             Matcher::Direct(m) => m.route(msg.routing_key.as_str(), out),
@@ -215,6 +219,8 @@ pub struct Exchange {
     /// Declare arguments.
     pub arguments: FieldTable,
     bindings: RwLock<Bindings>,
+    /// Set when the exchange is deleted, so cached handles notice.
+    deleted: AtomicBool,
 }
 
 impl Exchange {
@@ -244,7 +250,18 @@ impl Exchange {
                 all: Vec::new(),
                 matcher,
             }),
+            deleted: AtomicBool::new(false),
         }
+    }
+
+    /// Marks the exchange deleted.
+    pub fn mark_deleted(&self) {
+        self.deleted.store(true, Ordering::Release);
+    }
+
+    /// Whether it was deleted (a cached handle must be looked up again).
+    pub fn is_deleted(&self) -> bool {
+        self.deleted.load(Ordering::Acquire)
     }
 
     /// Shared access to the bindings (never held across `.await`).

@@ -1,7 +1,7 @@
 //! Topic exchange: dot-separated words, `*` matches one word, `#` zero or more, as RabbitMQ
 //! splits keys (an empty key has no words; `a..b` has an empty middle word).
 
-use super::{Binding, Destination};
+use super::{Binding, Destination, Dests};
 
 /// Splits a routing or binding key into words the way RabbitMQ does.
 pub fn split_words(key: &str) -> Vec<&str> {
@@ -63,7 +63,7 @@ impl TopicBindings {
     }
 
     /// Destinations whose pattern matches `key`.
-    pub fn route<'a>(&'a self, key: &str, out: &mut Vec<&'a Destination>) {
+    pub fn route<'a>(&'a self, key: &str, out: &mut Dests<'a>) {
         let words = split_words(key);
         for (_, pattern, dest) in &self.patterns {
             if matches(pattern, &words) {

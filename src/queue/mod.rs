@@ -41,6 +41,8 @@ pub struct QueueShared {
     /// (non-durable or exclusive), whose messages are never written.
     pub store_id: Option<u64>,
     tx: mpsc::Sender<QueueCmd>,
+    /// Set when the queue is deleted, so cached handles notice.
+    deleted: std::sync::atomic::AtomicBool,
 }
 
 /// A message handed out by basic.get.
@@ -117,6 +119,7 @@ impl QueueShared {
             arguments,
             store_id,
             tx,
+            deleted: Default::default(),
         });
         actor::start(q.clone(), vhost, rx, Vec::new(), None);
         q
@@ -135,9 +138,21 @@ impl QueueShared {
             arguments: r.arguments,
             store_id: Some(r.id),
             tx,
+            deleted: Default::default(),
         });
         actor::start(q.clone(), vhost, rx, r.messages, r.delivered);
         q
+    }
+
+    /// Marks the queue deleted.
+    pub fn mark_deleted(&self) {
+        self.deleted
+            .store(true, std::sync::atomic::Ordering::Release);
+    }
+
+    /// Whether it was deleted (a cached handle must be looked up again).
+    pub fn is_deleted(&self) -> bool {
+        self.deleted.load(std::sync::atomic::Ordering::Acquire)
     }
 
     /// `'q' in vhost '/'`, as RabbitMQ's texts name a queue.

@@ -6,7 +6,9 @@ use crate::amqp::codec::{self, ContentHeader};
 use crate::amqp::connection::Connection;
 use crate::confirm::ConfirmToken;
 use crate::error::{code, AmqpError, AmqpResult};
+use crate::exchange::Exchange;
 use crate::message::Message;
+use crate::queue::QueueRef;
 use amq_protocol::protocol::basic;
 use bytes::{Bytes, BytesMut};
 use std::sync::Arc;
@@ -133,7 +135,7 @@ impl Connection {
         msg: Arc<Message>,
         mut waiters: Option<&mut Vec<oneshot::Receiver<bool>>>,
     ) -> AmqpResult<()> {
-        let x = self.vhost.exchange(p.exchange.as_str())?;
+        let x = self.exchange_for_publish(p.exchange.as_str())?;
         if x.internal {
             return Err(AmqpError::access_refused(format!(
                 "cannot publish to internal exchange '{}' in vhost '{}'",
@@ -141,7 +143,13 @@ impl Connection {
             )));
         }
         let mut targets = std::mem::take(&mut self.route_buf);
-        self.vhost.route(&x, &msg, &mut targets);
+        if x.name.is_empty() {
+            if let Some(q) = self.default_queue(msg.routing_key.as_str()) {
+                targets.push(q);
+            }
+        } else {
+            self.vhost.route(&x, &msg, &mut targets);
+        }
         if targets.is_empty() && p.mandatory {
             codec::encode_return(
                 &mut self.out,
@@ -186,6 +194,31 @@ impl Connection {
         }
         self.route_buf = targets;
         Ok(())
+    }
+
+    /// The exchange named by a publish, from the one-entry cache when it is still current.
+    fn exchange_for_publish(&mut self, name: &str) -> AmqpResult<Arc<Exchange>> {
+        if let Some(x) = &self.exchange_cache {
+            if x.name == name && !x.is_deleted() {
+                return Ok(x.clone());
+            }
+        }
+        let x = self.vhost.exchange(name)?;
+        self.exchange_cache = Some(x.clone());
+        Ok(x)
+    }
+
+    /// The queue the default exchange routes `routing_key` to, from the one-entry cache when
+    /// it is still current.
+    fn default_queue(&mut self, routing_key: &str) -> Option<QueueRef> {
+        if let Some(q) = &self.default_route {
+            if q.name == routing_key && !q.is_deleted() {
+                return Some(q.clone());
+            }
+        }
+        let q = self.vhost.queue(routing_key).ok()?;
+        self.default_route = Some(q.clone());
+        Some(q)
     }
 
     /// Notes that a confirm-mode channel has publishes to acknowledge at the next flush.
