@@ -21,6 +21,8 @@ pub struct Message {
     pub persistent: bool,
     /// Priority property, if set.
     pub priority: Option<u8>,
+    /// Per-message TTL from the `expiration` property, milliseconds.
+    pub expiration_ms: Option<u64>,
 }
 
 impl Message {
@@ -39,6 +41,10 @@ impl Message {
             props_len,
             persistent: props.delivery_mode() == &Some(2),
             priority: *props.priority(),
+            expiration_ms: props
+                .expiration()
+                .as_ref()
+                .and_then(|e| crate::queue::args::parse_expiration(e.as_str())),
         }
     }
 

@@ -5,6 +5,7 @@
 use crate::error::{AmqpError, AmqpResult};
 use crate::exchange::{parse_x_match, Binding, Destination, Exchange, ExchangeKind};
 use crate::message::Message;
+use crate::queue::args::QueueArgs;
 use crate::queue::{QueueRef, QueueShared};
 use crate::store::schema::{self, flags};
 use crate::store::{Op, Store};
@@ -581,6 +582,10 @@ impl VHost {
                 "queue name '{name}' contains reserved prefix 'amq.*'"
             )));
         }
+        let args = QueueArgs::parse(
+            &o.arguments,
+            &format!("queue '{name}' in vhost '{}'", self.name),
+        )?;
         let entry = self.queues.entry(name.to_owned()).or_insert_with(|| {
             QueueShared::spawn(
                 name.to_owned(),
@@ -589,6 +594,7 @@ impl VHost {
                 o.exclusive.then_some(connection),
                 o.auto_delete,
                 o.arguments.clone(),
+                args,
             )
         });
         Ok(entry.clone())

@@ -4,7 +4,9 @@
 //! store writer, the delivery high-water mark is recorded for the redelivered flag, and bodies
 //! of recovered messages stay on disk until the head of the queue reaches them.
 
+use super::args::Overflow;
 use super::consumer::{ConsumerEvent, ConsumerSpec, Delivery, PENDING_WINDOW};
+use super::deadletter::{self, Reason};
 use super::{GetResult, QueueCmd, QueueRef};
 use crate::confirm::ConfirmToken;
 use crate::error::AmqpError;
@@ -27,6 +29,26 @@ struct Ready {
     /// None while the body is only in the store.
     msg: Option<Arc<Message>>,
     redelivered: bool,
+    /// When it expires (milliseconds on `now_ms`'s clock).
+    expires: Option<u64>,
+    /// Body size (for x-max-length-bytes).
+    size: u64,
+}
+
+/// Milliseconds on a monotonic clock (tokio's, so tests can pause it).
+fn now_ms() -> u64 {
+    static BASE: std::sync::OnceLock<tokio::time::Instant> = std::sync::OnceLock::new();
+    let base = *BASE.get_or_init(tokio::time::Instant::now);
+    tokio::time::Instant::now()
+        .saturating_duration_since(base)
+        .as_millis() as u64
+}
+
+/// Seconds since the Unix epoch (x-death `time`).
+fn unix_secs() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs())
 }
 
 #[derive(Debug)]
@@ -81,6 +103,10 @@ struct QueueActor {
     delivered_mark: u64,
     mark_dirty: bool,
     flush_waiters: Vec<oneshot::Sender<()>>,
+    /// Body bytes of ready messages.
+    ready_bytes: u64,
+    /// Messages to dead-letter after this batch.
+    dead: Vec<(Arc<Message>, Reason)>,
     /// Answer to queue.delete, sent once the deletion is handed to the store.
     delete_reply: Option<(oneshot::Sender<Result<u32, AmqpError>>, u32)>,
 }
@@ -100,6 +126,8 @@ pub(super) fn start(
             seq,
             msg: None,
             redelivered: delivered.is_some_and(|d| seq <= d),
+            expires: None,
+            size: 0,
         })
         .collect();
     let actor = QueueActor {
@@ -117,6 +145,8 @@ pub(super) fn start(
         delivered_mark: delivered.unwrap_or(0),
         mark_dirty: false,
         flush_waiters: Vec::new(),
+        ready_bytes: 0,
+        dead: Vec::new(),
         delete_reply: None,
     };
     tokio::spawn(actor.run(rx));
@@ -126,23 +156,169 @@ impl QueueActor {
     async fn run(mut self, mut rx: mpsc::Receiver<QueueCmd>) {
         let mut batch = Vec::with_capacity(BATCH);
         while !self.stopped {
-            if rx.recv_many(&mut batch, BATCH).await == 0 {
-                break;
-            }
-            for cmd in batch.drain(..) {
-                self.handle(cmd);
-                if self.stopped {
-                    break;
+            let next_expiry = self.ready.front().and_then(|r| r.expires);
+            let wake = async {
+                match next_expiry {
+                    Some(at) => {
+                        let wait = at.saturating_sub(now_ms()) + 1;
+                        tokio::time::sleep(std::time::Duration::from_millis(wait)).await
+                    }
+                    None => std::future::pending().await,
                 }
+            };
+            tokio::select! {
+                n = rx.recv_many(&mut batch, BATCH) => {
+                    if n == 0 {
+                        break;
+                    }
+                    for cmd in batch.drain(..) {
+                        self.handle(cmd);
+                        if self.stopped {
+                            break;
+                        }
+                    }
+                }
+                _ = wake => {}
             }
             if !self.stopped {
+                self.expire_head();
                 self.deliver();
             }
+            self.send_dead_letters();
             self.write_pending().await;
         }
         self.write_pending().await;
         if let Some((reply, n)) = self.delete_reply.take() {
             let _ = reply.send(Ok(n));
+        }
+    }
+
+    /// Drops expired messages from the head (only the head is checked, as in RabbitMQ, so a
+    /// queue without TTLs pays nothing and expiry never scans the queue).
+    fn expire_head(&mut self) {
+        let now = now_ms();
+        while self
+            .ready
+            .front()
+            .is_some_and(|r| r.expires.is_some_and(|e| now > e))
+        {
+            if let Some(r) = self.pop_ready() {
+                if let Some(msg) = r.msg {
+                    self.drop_message(r.seq, msg, Reason::Expired);
+                }
+            }
+        }
+    }
+
+    /// Removes a message for good: from the store, and to the dead-letter exchange if any.
+    fn drop_message(&mut self, seq: u64, msg: Arc<Message>, reason: Reason) {
+        if self.shared.persists(&msg) {
+            self.forget_stored(vec![seq]);
+        }
+        if self.shared.args.dead_letter_exchange.is_some() {
+            self.dead.push((msg, reason));
+        }
+    }
+
+    /// Republishes this batch's dead letters through the dead-letter exchange. The sends run
+    /// in their own task, so two queues dead-lettering into each other cannot deadlock.
+    fn send_dead_letters(&mut self) {
+        if self.dead.is_empty() {
+            return;
+        }
+        let dead = std::mem::take(&mut self.dead);
+        let (Some(dlx), Some(vhost)) = (
+            self.shared.args.dead_letter_exchange.clone(),
+            self.vhost.upgrade(),
+        ) else {
+            return;
+        };
+        let Ok(x) = vhost.exchange(&dlx) else {
+            return;
+        };
+        let now = unix_secs();
+        let mut sends = Vec::new();
+        for (msg, reason) in dead {
+            let key = self
+                .shared
+                .args
+                .dead_letter_routing_key
+                .clone()
+                .unwrap_or_else(|| msg.routing_key.to_string());
+            let copy = Arc::new(deadletter::dead_letter_copy(
+                &msg,
+                &self.shared.name,
+                reason,
+                &dlx,
+                &key,
+                now,
+            ));
+            let mut targets = Vec::new();
+            vhost.route(&x, &copy, &mut targets);
+            for q in targets {
+                if !deadletter::is_cycle(&copy, &q.name) {
+                    sends.push((q, copy.clone()));
+                }
+            }
+        }
+        if !sends.is_empty() {
+            tokio::spawn(async move {
+                for (q, m) in sends {
+                    q.publish(m, None).await;
+                }
+            });
+        }
+    }
+
+    /// Pops the head, keeping the byte count.
+    fn pop_ready(&mut self) -> Option<Ready> {
+        let r = self.ready.pop_front()?;
+        self.ready_bytes = self.ready_bytes.saturating_sub(r.size);
+        Some(r)
+    }
+
+    /// Applies x-max-length / x-max-length-bytes to an incoming message; false when it is
+    /// refused.
+    fn admit(&mut self, msg: &Arc<Message>) -> bool {
+        let args = &self.shared.args;
+        let size = msg.body_len() as u64;
+        let over = |len: usize, bytes: u64| {
+            args.max_length.is_some_and(|m| len as u64 > m)
+                || args.max_length_bytes.is_some_and(|m| bytes > m)
+        };
+        if !over(self.ready.len() + 1, self.ready_bytes + size) {
+            return true;
+        }
+        match args.overflow {
+            Overflow::DropHead => true,
+            Overflow::RejectPublish => false,
+            Overflow::RejectPublishDlx => {
+                if args.dead_letter_exchange.is_some() {
+                    self.dead.push((msg.clone(), Reason::Maxlen));
+                }
+                false
+            }
+        }
+    }
+
+    /// With drop-head, drops (dead-letters) the oldest ready messages while over a limit.
+    fn enforce_limits(&mut self) {
+        let args = self.shared.args.clone();
+        if args.overflow != Overflow::DropHead {
+            return;
+        }
+        while args.max_length.is_some_and(|m| self.ready.len() as u64 > m)
+            || args.max_length_bytes.is_some_and(|m| self.ready_bytes > m)
+        {
+            if self.ready.front().is_some_and(|r| r.msg.is_none()) {
+                let seq = self.ready[0].seq;
+                self.load_from(seq);
+            }
+            let Some(r) = self.pop_ready() else { break };
+            match r.msg {
+                Some(msg) => self.drop_message(r.seq, msg, Reason::Maxlen),
+                None => self.forget_stored(vec![r.seq]),
+            }
         }
     }
 
@@ -175,22 +351,37 @@ impl QueueActor {
             QueueCmd::Publish(msg, token) => {
                 let seq = self.next_seq;
                 self.next_seq += 1;
+                if !self.admit(&msg) {
+                    if let Some(t) = token {
+                        t.complete(false);
+                    }
+                    return;
+                }
                 if self.shared.persists(&msg) {
                     self.pending.push(Pending::Put(seq, msg.clone(), token));
                 } else if let Some(t) = token {
                     t.complete(true);
                 }
+                let ttl = match (self.shared.args.message_ttl, msg.expiration_ms) {
+                    (Some(a), Some(b)) => Some(a.min(b)),
+                    (a, b) => a.or(b),
+                };
+                let size = msg.body_len() as u64;
+                self.ready_bytes += size;
                 self.ready.push_back(Ready {
                     seq,
                     msg: Some(msg),
                     redelivered: false,
+                    expires: ttl.map(|t| now_ms() + t),
+                    size,
                 });
+                self.enforce_limits();
             }
             QueueCmd::Consume(spec, reply) => {
                 let _ = reply.send(self.add_consumer(spec));
             }
             QueueCmd::Cancel(id) => self.remove_consumer(id),
-            QueueCmd::Ack(seqs) | QueueCmd::Discard(seqs) => {
+            QueueCmd::Ack(seqs) => {
                 let mut stored = Vec::new();
                 for seq in seqs {
                     if let Some(u) = self.settle(seq) {
@@ -200,6 +391,13 @@ impl QueueActor {
                     }
                 }
                 self.forget_stored(stored);
+            }
+            QueueCmd::Discard(seqs) => {
+                for seq in seqs {
+                    if let Some(u) = self.settle(seq) {
+                        self.drop_message(seq, u.msg, Reason::Rejected);
+                    }
+                }
             }
             QueueCmd::Requeue(seqs) => {
                 for seq in seqs {
@@ -213,6 +411,7 @@ impl QueueActor {
                 self.insert_ready(seq, Some(msg), redelivered);
             }
             QueueCmd::Get(no_ack, reply) => {
+                self.expire_head();
                 let got = self.take_head().map(|(seq, msg, redelivered)| {
                     self.note_delivered(seq, &msg);
                     if no_ack {
@@ -250,6 +449,7 @@ impl QueueActor {
                     None => Vec::new(),
                 };
                 self.ready.clear();
+                self.ready_bytes = 0;
                 self.forget_stored(stored);
                 let _ = reply.send(n);
             }
@@ -319,10 +519,14 @@ impl QueueActor {
 
     /// Puts a message back at its original position (the ready list is ordered by sequence).
     fn insert_ready(&mut self, seq: u64, msg: Option<Arc<Message>>, redelivered: bool) {
+        let size = msg.as_ref().map_or(0, |m| m.body_len() as u64);
+        self.ready_bytes += size;
         let entry = Ready {
             seq,
             msg,
             redelivered,
+            expires: None,
+            size,
         };
         if self.ready.back().is_none_or(|r| r.seq < seq) {
             self.ready.push_back(entry);
@@ -340,7 +544,7 @@ impl QueueActor {
             if head.msg.is_none() && !self.load_from(head.seq) {
                 return None;
             }
-            let r = self.ready.pop_front()?;
+            let r = self.pop_ready()?;
             match r.msg {
                 Some(msg) => return Some((r.seq, msg, r.redelivered)),
                 None => {
@@ -369,7 +573,11 @@ impl QueueActor {
                 i += 1;
             }
             match self.ready.get_mut(i) {
-                Some(r) if r.seq == seq && r.msg.is_none() => r.msg = Some(Arc::new(msg)),
+                Some(r) if r.seq == seq && r.msg.is_none() => {
+                    r.size = msg.body_len() as u64;
+                    self.ready_bytes += r.size;
+                    r.msg = Some(Arc::new(msg));
+                }
                 Some(_) => {}
                 None => break,
             }
@@ -420,6 +628,7 @@ impl QueueActor {
             });
         }
         self.ready.clear();
+        self.ready_bytes = 0;
         self.unacked.clear();
         if let (Some(id), Some(vhost)) = (self.shared.store_id, self.vhost.upgrade()) {
             self.pending.push(Pending::Op(Op::DeleteQueue {
@@ -442,6 +651,7 @@ impl QueueActor {
                 return;
             };
             self.next_consumer = idx + 1;
+            self.expire_head();
             let Some((seq, msg, redelivered)) = self.take_head() else {
                 let c = &self.consumers[idx];
                 if !c.spec.no_ack {

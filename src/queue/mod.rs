@@ -3,7 +3,9 @@
 //! bound is the backpressure that slows publishers when a queue cannot keep up.
 
 mod actor;
+pub mod args;
 pub mod consumer;
+pub mod deadletter;
 
 use crate::confirm::ConfirmToken;
 use crate::error::{AmqpError, AmqpResult};
@@ -37,6 +39,8 @@ pub struct QueueShared {
     pub auto_delete: bool,
     /// Declare arguments.
     pub arguments: FieldTable,
+    /// The arguments it acts on, parsed.
+    pub args: args::QueueArgs,
     /// Id of its messages in the store; None for queues that do not survive a restart
     /// (non-durable or exclusive), whose messages are never written.
     pub store_id: Option<u64>,
@@ -91,6 +95,7 @@ impl QueueShared {
         exclusive_owner: Option<u64>,
         auto_delete: bool,
         arguments: FieldTable,
+        args: args::QueueArgs,
     ) -> QueueRef {
         let store_id =
             (durable && exclusive_owner.is_none()).then(|| vhost.store.allocate_queue_id());
@@ -117,6 +122,7 @@ impl QueueShared {
             exclusive_owner,
             auto_delete,
             arguments,
+            args,
             store_id,
             tx,
             deleted: Default::default(),
@@ -129,12 +135,14 @@ impl QueueShared {
     /// disk until consumers get near them).
     pub fn recover(vhost: &Arc<VHost>, r: RecoveredQueue) -> QueueRef {
         let (tx, rx) = mpsc::channel(MAILBOX);
+        let args = args::QueueArgs::parse(&r.arguments, &r.name).unwrap_or_default();
         let q = Arc::new(QueueShared {
             name: r.name,
             vhost: vhost.name.clone(),
             durable: true,
             exclusive_owner: None,
             auto_delete: r.flags & flags::AUTO_DELETE != 0,
+            args,
             arguments: r.arguments,
             store_id: Some(r.id),
             tx,
@@ -177,6 +185,12 @@ impl QueueShared {
             return Err(self.gone());
         }
         rx.await.map_err(|_| self.gone())
+    }
+
+    /// Whether a confirm for a publish to this queue must wait for the queue (stored, or
+    /// possibly refused by a length limit).
+    pub fn confirms_later(&self, msg: &Message) -> bool {
+        self.persists(msg) || self.args.may_reject()
     }
 
     /// Whether a message published to this queue is written to the store.

@@ -56,6 +56,13 @@ impl Connection {
                 h.body_size
             )));
         }
+        if let Some(e) = h.properties.expiration() {
+            if crate::queue::args::parse_expiration(e.as_str()).is_none() {
+                return Err(AmqpError::precondition_failed(format!(
+                    "invalid expiration '{e}'"
+                )));
+            }
+        }
         if let Some(uid) = h.properties.user_id() {
             if uid.as_str() != self.user {
                 return Err(AmqpError::precondition_failed(format!(
@@ -170,7 +177,7 @@ impl Connection {
         let seq = ch.confirms.next_seq();
         let mut waits = 0;
         for q in targets.drain(..) {
-            let token = if !q.persists(&msg) {
+            let token = if !q.confirms_later(&msg) {
                 None
             } else if ch.confirm {
                 waits += 1;

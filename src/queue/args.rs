@@ -1,0 +1,188 @@
+//! Queue x-arguments: parsed and validated once at declare, as RabbitMQ validates them
+//! (an invalid value of a known argument is 406; unknown arguments are ignored).
+
+use crate::error::{AmqpError, AmqpResult};
+use amq_protocol::types::{AMQPValue, FieldTable};
+
+/// What happens when a max-length limit is reached.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Overflow {
+    /// Drop (dead-letter) the oldest ready messages.
+    #[default]
+    DropHead,
+    /// Refuse the new message (nack to confirming publishers).
+    RejectPublish,
+    /// Refuse and dead-letter the new message.
+    RejectPublishDlx,
+}
+
+/// The arguments a queue acts on.
+#[derive(Clone, Debug, Default)]
+pub struct QueueArgs {
+    /// x-message-ttl, milliseconds.
+    pub message_ttl: Option<u64>,
+    /// x-dead-letter-exchange.
+    pub dead_letter_exchange: Option<String>,
+    /// x-dead-letter-routing-key.
+    pub dead_letter_routing_key: Option<String>,
+    /// x-max-length (ready messages).
+    pub max_length: Option<u64>,
+    /// x-max-length-bytes (ready message bodies).
+    pub max_length_bytes: Option<u64>,
+    /// x-overflow.
+    pub overflow: Overflow,
+}
+
+fn integer(v: &AMQPValue) -> Option<i128> {
+    Some(match v {
+        AMQPValue::ShortShortInt(n) => i128::from(*n),
+        AMQPValue::ShortShortUInt(n) => i128::from(*n),
+        AMQPValue::ShortInt(n) => i128::from(*n),
+        AMQPValue::ShortUInt(n) => i128::from(*n),
+        AMQPValue::LongInt(n) => i128::from(*n),
+        AMQPValue::LongUInt(n) => i128::from(*n),
+        AMQPValue::LongLongInt(n) => i128::from(*n),
+        AMQPValue::Timestamp(n) => i128::from(*n),
+        _ => return None,
+    })
+}
+
+/// A short or long string argument as text.
+pub fn text(v: &AMQPValue) -> Option<String> {
+    match v {
+        AMQPValue::LongString(s) => String::from_utf8(s.as_bytes().to_vec()).ok(),
+        AMQPValue::ShortString(s) => Some(s.as_str().to_owned()),
+        _ => None,
+    }
+}
+
+impl QueueArgs {
+    /// Parses and validates; `describe` names the queue in errors.
+    pub fn parse(args: &FieldTable, describe: &str) -> AmqpResult<QueueArgs> {
+        let invalid = |key: &str, why: String| {
+            AmqpError::precondition_failed(format!("invalid arg '{key}' for {describe}: {why}"))
+        };
+        let get = |key: &str| args.inner().get(key);
+        let non_negative = |key: &str| -> AmqpResult<Option<u64>> {
+            match get(key) {
+                None => Ok(None),
+                Some(v) => match integer(v) {
+                    Some(n) if n >= 0 => Ok(Some(n.min(i128::from(u64::MAX)) as u64)),
+                    Some(n) => Err(invalid(key, format!("{{value_negative,{n}}}"))),
+                    None => Err(invalid(key, format!("{{unacceptable_type,{v:?}}}"))),
+                },
+            }
+        };
+        let string = |key: &str| -> AmqpResult<Option<String>> {
+            match get(key) {
+                None => Ok(None),
+                Some(v) => text(v)
+                    .map(Some)
+                    .ok_or_else(|| invalid(key, format!("{{unacceptable_type,{v:?}}}"))),
+            }
+        };
+        let overflow = match string("x-overflow")?.as_deref() {
+            None | Some("drop-head") => Overflow::DropHead,
+            Some("reject-publish") => Overflow::RejectPublish,
+            Some("reject-publish-dlx") => Overflow::RejectPublishDlx,
+            Some(other) => {
+                return Err(invalid(
+                    "x-overflow",
+                    format!("{{unknown_overflow,<<\"{other}\">>}}"),
+                ))
+            }
+        };
+        if let Some(v) = get("x-expires") {
+            if !matches!(integer(v), Some(n) if n > 0) {
+                return Err(invalid(
+                    "x-expires",
+                    format!("{{value_zero_or_less,{v:?}}}"),
+                ));
+            }
+        }
+        if let Some(t) = string("x-queue-type")? {
+            if t == "stream" {
+                return Err(invalid(
+                    "x-queue-type",
+                    "stream queues are not supported yet".into(),
+                ));
+            }
+        }
+        Ok(QueueArgs {
+            message_ttl: non_negative("x-message-ttl")?,
+            dead_letter_exchange: string("x-dead-letter-exchange")?,
+            dead_letter_routing_key: string("x-dead-letter-routing-key")?,
+            max_length: non_negative("x-max-length")?,
+            max_length_bytes: non_negative("x-max-length-bytes")?,
+            overflow,
+        })
+    }
+
+    /// Whether a publish to this queue can be refused (so confirms must wait for the queue).
+    pub fn may_reject(&self) -> bool {
+        self.overflow != Overflow::DropHead
+            && (self.max_length.is_some() || self.max_length_bytes.is_some())
+    }
+}
+
+/// Parses a message's `expiration` property (milliseconds) as RabbitMQ does.
+pub fn parse_expiration(v: &str) -> Option<u64> {
+    if v.is_empty() || !v.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    v.parse().ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn table(pairs: &[(&str, AMQPValue)]) -> FieldTable {
+        let mut t = FieldTable::default();
+        for (k, v) in pairs {
+            t.insert((*k).into(), v.clone());
+        }
+        t
+    }
+
+    #[test]
+    fn known_arguments_are_validated() {
+        let q = "queue 'q' in vhost '/'";
+        let a = QueueArgs::parse(
+            &table(&[
+                ("x-message-ttl", AMQPValue::ShortShortUInt(5)),
+                ("x-max-length", AMQPValue::LongLongInt(2)),
+                ("x-overflow", AMQPValue::LongString("reject-publish".into())),
+                (
+                    "x-dead-letter-exchange",
+                    AMQPValue::LongString("dlx".into()),
+                ),
+                ("x-unknown", AMQPValue::Boolean(true)),
+            ]),
+            q,
+        )
+        .expect("valid");
+        assert_eq!(a.message_ttl, Some(5));
+        assert_eq!(a.max_length, Some(2));
+        assert!(a.may_reject());
+        assert_eq!(a.dead_letter_exchange.as_deref(), Some("dlx"));
+        for bad in [
+            table(&[("x-message-ttl", AMQPValue::LongInt(-1))]),
+            table(&[("x-message-ttl", AMQPValue::LongString("1".into()))]),
+            table(&[("x-overflow", AMQPValue::LongString("explode".into()))]),
+            table(&[("x-expires", AMQPValue::LongInt(0))]),
+            table(&[("x-queue-type", AMQPValue::LongString("stream".into()))]),
+        ] {
+            assert_eq!(QueueArgs::parse(&bad, q).expect_err("invalid").code, 406);
+        }
+    }
+
+    #[test]
+    fn expiration_strings() {
+        assert_eq!(parse_expiration("60000"), Some(60_000));
+        assert_eq!(parse_expiration("0"), Some(0));
+        assert_eq!(parse_expiration("-1"), None);
+        assert_eq!(parse_expiration("1.5"), None);
+        assert_eq!(parse_expiration(""), None);
+    }
+}

@@ -1,0 +1,449 @@
+//! RabbitMQ's queue extensions: message TTL (queue and per message), dead-lettering with
+//! RabbitMQ 3.13's x-death headers, max-length limits with each overflow mode, and validation
+//! of the arguments.
+
+mod common;
+
+use common::*;
+use futures_lite::StreamExt;
+use lapin::options::*;
+use lapin::types::{AMQPValue, FieldTable, LongString};
+use lapin::{BasicProperties, Channel};
+use std::time::Duration;
+
+fn s(v: &str) -> AMQPValue {
+    AMQPValue::LongString(LongString::from(v.as_bytes().to_vec()))
+}
+
+fn args(pairs: &[(&str, AMQPValue)]) -> FieldTable {
+    let mut t = FieldTable::default();
+    for (k, v) in pairs {
+        t.insert((*k).into(), v.clone());
+    }
+    t
+}
+
+async fn declare(ch: &Channel, q: &str, a: FieldTable) {
+    within(ch.queue_declare(q.into(), Default::default(), a))
+        .await
+        .expect("declare");
+}
+
+async fn publish(ch: &Channel, q: &str, body: &str, props: BasicProperties) {
+    within(ch.basic_publish(
+        "".into(),
+        q.into(),
+        Default::default(),
+        body.as_bytes(),
+        props,
+    ))
+    .await
+    .expect("publish");
+}
+
+async fn get(ch: &Channel, q: &str) -> Option<lapin::message::BasicGetMessage> {
+    within(ch.basic_get(q.into(), BasicGetOptions { no_ack: true }))
+        .await
+        .expect("get")
+}
+
+/// Polls a queue until a message arrives (dead-lettering is asynchronous).
+async fn wait_get(ch: &Channel, q: &str) -> lapin::message::BasicGetMessage {
+    for _ in 0..200 {
+        if let Some(m) = get(ch, q).await {
+            return m;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    panic!("nothing arrived in {q}");
+}
+
+fn header<'a>(m: &'a lapin::message::BasicGetMessage, key: &str) -> Option<&'a AMQPValue> {
+    m.delivery.properties.headers().as_ref()?.inner().get(key)
+}
+
+fn death(m: &lapin::message::BasicGetMessage, i: usize) -> FieldTable {
+    match header(m, "x-death") {
+        Some(AMQPValue::FieldArray(a)) => match &a.as_slice()[i] {
+            AMQPValue::FieldTable(t) => t.clone(),
+            other => panic!("x-death entry is {other:?}"),
+        },
+        other => panic!("x-death is {other:?}"),
+    }
+}
+
+#[tokio::test]
+async fn queue_ttl_expires_and_dead_letters_with_x_death() {
+    let b = start().await;
+    let (_c, ch) = b.channel().await;
+    declare(&ch, "dlq", FieldTable::default()).await;
+    declare(
+        &ch,
+        "ttl",
+        args(&[
+            ("x-message-ttl", AMQPValue::LongInt(50)),
+            ("x-dead-letter-exchange", s("")),
+            ("x-dead-letter-routing-key", s("dlq")),
+        ]),
+    )
+    .await;
+    let headers = args(&[("app", s("kept"))]);
+    publish(
+        &ch,
+        "ttl",
+        "old",
+        BasicProperties::default()
+            .with_headers(headers)
+            .with_delivery_mode(2),
+    )
+    .await;
+    tokio::time::sleep(Duration::from_millis(150)).await;
+    assert!(get(&ch, "ttl").await.is_none(), "expired message delivered");
+    let m = wait_get(&ch, "dlq").await;
+    assert_eq!(m.delivery.data, b"old");
+    assert_eq!(m.delivery.routing_key.as_str(), "dlq");
+    assert_eq!(
+        m.delivery.properties.delivery_mode(),
+        &Some(2),
+        "stays persistent"
+    );
+    assert_eq!(header(&m, "app"), Some(&s("kept")));
+    let d = death(&m, 0);
+    assert_eq!(d.inner().get("reason"), Some(&s("expired")));
+    assert_eq!(d.inner().get("queue"), Some(&s("ttl")));
+    assert_eq!(d.inner().get("count"), Some(&AMQPValue::LongLongInt(1)));
+    assert_eq!(d.inner().get("exchange"), Some(&s("")));
+    assert!(
+        matches!(d.inner().get("routing-keys"), Some(AMQPValue::FieldArray(a)) if a.as_slice() == [s("ttl")])
+    );
+    assert!(matches!(d.inner().get("time"), Some(AMQPValue::Timestamp(t)) if *t > 1_700_000_000));
+    assert!(d.inner().get("original-expiration").is_none());
+    assert_eq!(header(&m, "x-first-death-reason"), Some(&s("expired")));
+    assert_eq!(header(&m, "x-first-death-queue"), Some(&s("ttl")));
+    assert_eq!(header(&m, "x-last-death-queue"), Some(&s("ttl")));
+}
+
+#[tokio::test]
+async fn per_message_expiration_wins_when_lower_and_is_reported_as_original_expiration() {
+    let b = start().await;
+    let (_c, ch) = b.channel().await;
+    declare(&ch, "dlq", FieldTable::default()).await;
+    declare(
+        &ch,
+        "q",
+        args(&[
+            ("x-message-ttl", AMQPValue::LongInt(60_000)),
+            ("x-dead-letter-exchange", s("")),
+            ("x-dead-letter-routing-key", s("dlq")),
+        ]),
+    )
+    .await;
+    publish(
+        &ch,
+        "q",
+        "short",
+        BasicProperties::default().with_expiration("20".into()),
+    )
+    .await;
+    publish(&ch, "q", "long", BasicProperties::default()).await;
+    let m = wait_get(&ch, "dlq").await;
+    assert_eq!(m.delivery.data, b"short");
+    assert!(
+        m.delivery.properties.expiration().is_none(),
+        "expiration removed from the copy"
+    );
+    assert_eq!(
+        death(&m, 0).inner().get("original-expiration"),
+        Some(&s("20"))
+    );
+    assert_eq!(
+        get(&ch, "q").await.expect("long one stays").delivery.data,
+        b"long"
+    );
+}
+
+#[tokio::test]
+async fn expired_messages_are_not_delivered_to_consumers_waiting_for_credit() {
+    let b = start().await;
+    let (c, ch) = b.channel().await;
+    declare(
+        &ch,
+        "q",
+        args(&[("x-message-ttl", AMQPValue::LongInt(100))]),
+    )
+    .await;
+    let cch = within(c.create_channel()).await.expect("channel");
+    within(cch.basic_qos(1, Default::default()))
+        .await
+        .expect("qos");
+    let mut cons = within(cch.basic_consume(
+        "q".into(),
+        "c".into(),
+        Default::default(),
+        FieldTable::default(),
+    ))
+    .await
+    .expect("consume");
+    publish(&ch, "q", "1", BasicProperties::default()).await;
+    publish(&ch, "q", "2", BasicProperties::default()).await;
+    let first = within(cons.next()).await.expect("d").expect("ok");
+    assert_eq!(first.data, b"1");
+    tokio::time::sleep(Duration::from_millis(250)).await;
+    within(first.ack(Default::default())).await.expect("ack");
+    publish(&ch, "q", "3", BasicProperties::default()).await;
+    let next = within(cons.next()).await.expect("d").expect("ok");
+    assert_eq!(
+        next.data, b"3",
+        "message 2 expired while the consumer had no credit"
+    );
+}
+
+#[tokio::test]
+async fn rejected_messages_are_dead_lettered_and_deaths_are_counted() {
+    let b = start().await;
+    let (_c, ch) = b.channel().await;
+    within(ch.exchange_declare(
+        "dlx".into(),
+        lapin::ExchangeKind::Fanout,
+        Default::default(),
+        FieldTable::default(),
+    ))
+    .await
+    .expect("dlx");
+    declare(&ch, "work", args(&[("x-dead-letter-exchange", s("dlx"))])).await;
+    declare(&ch, "dead", FieldTable::default()).await;
+    within(ch.queue_bind(
+        "dead".into(),
+        "dlx".into(),
+        "".into(),
+        Default::default(),
+        FieldTable::default(),
+    ))
+    .await
+    .expect("bind");
+    publish(&ch, "work", "job", BasicProperties::default()).await;
+    let m = within(ch.basic_get("work".into(), Default::default()))
+        .await
+        .expect("get")
+        .expect("msg");
+    within(m.delivery.reject(BasicRejectOptions { requeue: false }))
+        .await
+        .expect("reject");
+    let d = wait_get(&ch, "dead").await;
+    assert_eq!(d.delivery.exchange.as_str(), "dlx");
+    assert_eq!(
+        d.delivery.routing_key.as_str(),
+        "work",
+        "the original routing key is kept"
+    );
+    assert_eq!(death(&d, 0).inner().get("reason"), Some(&s("rejected")));
+    // Back into the work queue and rejected again: the same (queue, reason) entry counts up.
+    let props = d.delivery.properties.clone();
+    within(ch.basic_publish("".into(), "work".into(), Default::default(), b"job", props))
+        .await
+        .expect("republish");
+    let m = within(ch.basic_get("work".into(), Default::default()))
+        .await
+        .expect("get")
+        .expect("msg");
+    within(m.delivery.nack(BasicNackOptions {
+        requeue: false,
+        multiple: false,
+    }))
+    .await
+    .expect("nack");
+    let d = wait_get(&ch, "dead").await;
+    assert_eq!(
+        death(&d, 0).inner().get("count"),
+        Some(&AMQPValue::LongLongInt(2))
+    );
+    assert!(
+        matches!(header(&d, "x-death"), Some(AMQPValue::FieldArray(a)) if a.as_slice().len() == 1)
+    );
+}
+
+#[tokio::test]
+async fn dead_letter_cycles_are_broken() {
+    let b = start().await;
+    let (_c, ch) = b.channel().await;
+    // Two queues expiring into each other: the message dies once in each, then is dropped.
+    declare(
+        &ch,
+        "a",
+        args(&[
+            ("x-message-ttl", AMQPValue::LongInt(10)),
+            ("x-dead-letter-exchange", s("")),
+            ("x-dead-letter-routing-key", s("b")),
+        ]),
+    )
+    .await;
+    declare(
+        &ch,
+        "b",
+        args(&[
+            ("x-message-ttl", AMQPValue::LongInt(10)),
+            ("x-dead-letter-exchange", s("")),
+            ("x-dead-letter-routing-key", s("a")),
+        ]),
+    )
+    .await;
+    publish(&ch, "a", "loop", BasicProperties::default()).await;
+    tokio::time::sleep(Duration::from_millis(400)).await;
+    assert!(get(&ch, "a").await.is_none());
+    assert!(get(&ch, "b").await.is_none());
+}
+
+#[tokio::test]
+async fn max_length_drop_head_dead_letters_the_oldest() {
+    let b = start().await;
+    let (_c, ch) = b.channel().await;
+    declare(&ch, "dlq", FieldTable::default()).await;
+    declare(
+        &ch,
+        "q",
+        args(&[
+            ("x-max-length", AMQPValue::LongInt(2)),
+            ("x-dead-letter-exchange", s("")),
+            ("x-dead-letter-routing-key", s("dlq")),
+        ]),
+    )
+    .await;
+    for i in 0..5 {
+        publish(&ch, "q", &i.to_string(), BasicProperties::default()).await;
+    }
+    let kept: Vec<Vec<u8>> = vec![
+        get(&ch, "q").await.expect("3").delivery.data,
+        get(&ch, "q").await.expect("4").delivery.data,
+    ];
+    assert_eq!(kept, vec![b"3".to_vec(), b"4".to_vec()]);
+    assert!(get(&ch, "q").await.is_none());
+    for i in 0..3 {
+        let m = wait_get(&ch, "dlq").await;
+        assert_eq!(m.delivery.data, i.to_string().as_bytes());
+        assert_eq!(death(&m, 0).inner().get("reason"), Some(&s("maxlen")));
+    }
+}
+
+#[tokio::test]
+async fn max_length_counts_ready_messages_only_and_bytes_limit_too() {
+    let b = start().await;
+    let (_c, ch) = b.channel().await;
+    declare(&ch, "q", args(&[("x-max-length", AMQPValue::LongInt(1))])).await;
+    publish(&ch, "q", "a", BasicProperties::default()).await;
+    let held = within(ch.basic_get("q".into(), Default::default()))
+        .await
+        .expect("get")
+        .expect("a");
+    publish(&ch, "q", "b", BasicProperties::default()).await;
+    publish(&ch, "q", "c", BasicProperties::default()).await;
+    assert_eq!(
+        get(&ch, "q").await.expect("c").delivery.data,
+        b"c",
+        "unacked a does not count"
+    );
+    drop(held);
+    declare(
+        &ch,
+        "bytes",
+        args(&[("x-max-length-bytes", AMQPValue::LongInt(10))]),
+    )
+    .await;
+    for body in ["123456", "7890", "abcde"] {
+        publish(&ch, "bytes", body, BasicProperties::default()).await;
+    }
+    assert_eq!(get(&ch, "bytes").await.expect("one").delivery.data, b"7890");
+    assert_eq!(
+        get(&ch, "bytes").await.expect("two").delivery.data,
+        b"abcde"
+    );
+}
+
+#[tokio::test]
+async fn reject_publish_nacks_and_reject_publish_dlx_also_dead_letters() {
+    let b = start().await;
+    let (_c, ch) = b.channel().await;
+    within(ch.confirm_select(Default::default()))
+        .await
+        .expect("confirm");
+    declare(&ch, "dlq", FieldTable::default()).await;
+    declare(
+        &ch,
+        "rp",
+        args(&[
+            ("x-max-length", AMQPValue::LongInt(1)),
+            ("x-overflow", s("reject-publish")),
+        ]),
+    )
+    .await;
+    declare(
+        &ch,
+        "rpd",
+        args(&[
+            ("x-max-length", AMQPValue::LongInt(1)),
+            ("x-overflow", s("reject-publish-dlx")),
+            ("x-dead-letter-exchange", s("")),
+            ("x-dead-letter-routing-key", s("dlq")),
+        ]),
+    )
+    .await;
+    for q in ["rp", "rpd"] {
+        let first = within(ch.basic_publish(
+            "".into(),
+            q.into(),
+            Default::default(),
+            b"1",
+            Default::default(),
+        ))
+        .await
+        .expect("p");
+        assert!(within(first).await.expect("confirm").is_ack());
+        let second = within(ch.basic_publish(
+            "".into(),
+            q.into(),
+            Default::default(),
+            b"2",
+            Default::default(),
+        ))
+        .await
+        .expect("p");
+        assert!(
+            within(second).await.expect("confirm").is_nack(),
+            "{q}: overflow is nacked"
+        );
+        assert_eq!(get(&ch, q).await.expect("first kept").delivery.data, b"1");
+    }
+    let m = wait_get(&ch, "dlq").await;
+    assert_eq!(m.delivery.data, b"2");
+    assert_eq!(death(&m, 0).inner().get("reason"), Some(&s("maxlen")));
+    assert_eq!(death(&m, 0).inner().get("queue"), Some(&s("rpd")));
+}
+
+#[tokio::test]
+async fn invalid_arguments_and_expirations_are_406() {
+    let b = start().await;
+    let c = b.connect().await;
+    for bad in [
+        args(&[("x-message-ttl", AMQPValue::LongInt(-1))]),
+        args(&[("x-max-length", s("ten"))]),
+        args(&[("x-overflow", s("sideways"))]),
+        args(&[("x-queue-type", s("stream"))]),
+    ] {
+        let ch = within(c.create_channel()).await.expect("channel");
+        assert_code(
+            within(ch.queue_declare("bad".into(), Default::default(), bad)).await,
+            406,
+        );
+    }
+    let ch = within(c.create_channel()).await.expect("channel");
+    declare(
+        &ch,
+        "q",
+        args(&[
+            ("x-queue-type", s("classic")),
+            ("x-whatever", AMQPValue::Boolean(true)),
+        ]),
+    )
+    .await;
+    let props = BasicProperties::default().with_expiration("soon".into());
+    assert_eq!(publish_error(&ch, "", "q", b"m", props).await, Some(406));
+}
