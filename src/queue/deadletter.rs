@@ -92,7 +92,7 @@ pub fn dead_letter_copy(
     now_secs: u64,
 ) -> Message {
     let props = msg.properties();
-    let mut headers = props.headers().clone().unwrap_or_default();
+    let headers = props.headers().clone().unwrap_or_default();
     let mut deaths: Vec<AMQPValue> = match headers.inner().get("x-death") {
         Some(AMQPValue::FieldArray(a)) => a.as_slice().to_vec(),
         _ => Vec::new(),
@@ -137,6 +137,14 @@ pub fn dead_letter_copy(
         }
     };
     deaths.insert(0, AMQPValue::FieldTable(entry));
+    // CC keys now live in x-death's routing-keys; RabbitMQ drops the header from the copy.
+    let mut headers: FieldTable = headers
+        .inner()
+        .iter()
+        .filter(|(k, _)| !matches!(k.as_str(), "CC" | "BCC"))
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect::<std::collections::BTreeMap<_, _>>()
+        .into();
     headers.insert(
         "x-death".into(),
         AMQPValue::FieldArray(FieldArray::from(deaths)),
@@ -247,6 +255,20 @@ mod tests {
         );
         assert_eq!(h.inner().get("x-last-death-queue"), Some(&long("q1")));
         assert_eq!(h.inner().get("x-last-death-exchange"), Some(&long("dlx2")));
+    }
+
+    #[test]
+    fn cc_keys_move_into_routing_keys() {
+        let mut h = FieldTable::default();
+        h.insert(
+            "CC".into(),
+            AMQPValue::FieldArray(FieldArray::from(vec![long("other")])),
+        );
+        let m = msg(AMQPProperties::default().with_headers(h));
+        let d = dead_letter_copy(&m, "q", Reason::Rejected, "dlx", "rk", 1);
+        assert!(!d.headers().contains_key("CC"));
+        assert!(matches!(death(&d, 0).inner().get("routing-keys"),
+            Some(AMQPValue::FieldArray(a)) if a.as_slice() == [long("rk"), long("other")]));
     }
 
     #[test]
