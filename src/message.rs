@@ -102,4 +102,66 @@ impl Message {
     pub fn headers(&self) -> FieldTable {
         self.properties().headers().clone().unwrap_or_default()
     }
+
+    /// Whether the publisher set a `headers` table (read from the flag bits, without parsing).
+    pub fn has_headers(&self) -> bool {
+        self.raw_properties().first().is_some_and(|b| b & 0x20 != 0)
+    }
+
+    /// A copy with other properties (re-encoded) and the same body, exchange and routing key
+    /// unless given.
+    pub fn with_properties(
+        &self,
+        props: &BasicProperties,
+        exchange: Option<&str>,
+        routing_key: Option<&str>,
+    ) -> Message {
+        let raw = cookie_factory::gen_simple(
+            amq_protocol::protocol::basic::gen_properties(props),
+            Vec::new(),
+        )
+        .unwrap_or_default();
+        let mut data = bytes::BytesMut::with_capacity(raw.len() + self.body_len());
+        data.extend_from_slice(&raw);
+        data.extend_from_slice(self.body());
+        Message::new(
+            exchange.map_or_else(|| self.exchange.clone(), ShortString::from),
+            routing_key.map_or_else(|| self.routing_key.clone(), ShortString::from),
+            data.freeze(),
+            raw.len(),
+            props,
+        )
+    }
+
+    /// Sender-selected distribution: the extra routing keys of the `CC` and `BCC` headers, and
+    /// the message to deliver (without its `BCC` header, which RabbitMQ strips).
+    pub fn sender_selected(self: std::sync::Arc<Self>) -> (std::sync::Arc<Self>, Vec<String>) {
+        if !self.has_headers() {
+            return (self, Vec::new());
+        }
+        let props = self.properties();
+        let Some(headers) = props.headers() else {
+            return (self, Vec::new());
+        };
+        let mut keys = Vec::new();
+        for name in ["CC", "BCC"] {
+            if let Some(amq_protocol::types::AMQPValue::FieldArray(a)) = headers.inner().get(name) {
+                keys.extend(a.as_slice().iter().filter_map(crate::queue::args::text));
+            }
+        }
+        if !headers.contains_key("BCC") {
+            return (self, keys);
+        }
+        let kept: std::collections::BTreeMap<_, _> = headers
+            .inner()
+            .iter()
+            .filter(|(k, _)| k.as_str() != "BCC")
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect();
+        let stripped = props.clone().with_headers(kept.into());
+        (
+            std::sync::Arc::new(self.with_properties(&stripped, None, None)),
+            keys,
+        )
+    }
 }

@@ -447,3 +447,105 @@ async fn invalid_arguments_and_expirations_are_406() {
     let props = BasicProperties::default().with_expiration("soon".into());
     assert_eq!(publish_error(&ch, "", "q", b"m", props).await, Some(406));
 }
+
+#[tokio::test]
+async fn alternate_exchange_takes_unroutable_messages() {
+    let b = start().await;
+    let (_c, ch) = b.channel().await;
+    within(ch.exchange_declare(
+        "ae".into(),
+        lapin::ExchangeKind::Fanout,
+        Default::default(),
+        FieldTable::default(),
+    ))
+    .await
+    .expect("ae");
+    within(ch.exchange_declare(
+        "main".into(),
+        lapin::ExchangeKind::Direct,
+        Default::default(),
+        args(&[("alternate-exchange", s("ae"))]),
+    ))
+    .await
+    .expect("main");
+    declare(&ch, "routed", FieldTable::default()).await;
+    declare(&ch, "unrouted", FieldTable::default()).await;
+    within(ch.queue_bind(
+        "routed".into(),
+        "main".into(),
+        "k".into(),
+        Default::default(),
+        FieldTable::default(),
+    ))
+    .await
+    .expect("bind");
+    within(ch.queue_bind(
+        "unrouted".into(),
+        "ae".into(),
+        "".into(),
+        Default::default(),
+        FieldTable::default(),
+    ))
+    .await
+    .expect("bind");
+    within(ch.confirm_select(Default::default()))
+        .await
+        .expect("confirm");
+    for key in ["k", "other"] {
+        let c = within(ch.basic_publish(
+            "main".into(),
+            key.into(),
+            BasicPublishOptions {
+                mandatory: true,
+                ..Default::default()
+            },
+            key.as_bytes(),
+            Default::default(),
+        ))
+        .await
+        .expect("publish");
+        let confirmation = within(c).await.expect("confirm");
+        assert!(
+            confirmation.take_message().is_none(),
+            "{key}: routed somewhere, so not returned"
+        );
+    }
+    assert_eq!(get(&ch, "routed").await.expect("k").delivery.data, b"k");
+    let m = get(&ch, "unrouted").await.expect("other");
+    assert_eq!(m.delivery.data, b"other");
+    assert_eq!(m.delivery.exchange.as_str(), "main");
+    assert!(get(&ch, "routed").await.is_none());
+}
+
+#[tokio::test]
+async fn cc_and_bcc_headers_add_routing_keys_and_bcc_is_stripped() {
+    let b = start().await;
+    let (_c, ch) = b.channel().await;
+    for q in ["main", "copy", "blind"] {
+        declare(&ch, q, FieldTable::default()).await;
+    }
+    let keys =
+        |v: &[&str]| AMQPValue::FieldArray(v.iter().map(|k| s(k)).collect::<Vec<_>>().into());
+    let headers = args(&[
+        ("CC", keys(&["copy"])),
+        ("BCC", keys(&["blind"])),
+        ("app", s("x")),
+    ]);
+    publish(
+        &ch,
+        "main",
+        "hello",
+        BasicProperties::default().with_headers(headers),
+    )
+    .await;
+    for q in ["main", "copy", "blind"] {
+        let m = get(&ch, q)
+            .await
+            .unwrap_or_else(|| panic!("{q} got nothing"));
+        assert_eq!(m.delivery.data, b"hello");
+        assert_eq!(m.delivery.routing_key.as_str(), "main");
+        assert!(header(&m, "BCC").is_none(), "{q}: BCC must be stripped");
+        assert_eq!(header(&m, "CC"), Some(&keys(&["copy"])));
+        assert_eq!(header(&m, "app"), Some(&s("x")));
+    }
+}

@@ -187,14 +187,15 @@ impl Bindings {
     /// Appends the destinations matching a message.
     pub fn route<'a>(
         &'a self,
+        key: &str,
         msg: &Message,
         headers: &mut Option<FieldTable>,
         out: &mut Dests<'a>,
     ) {
         match &self.matcher {
-            Matcher::Direct(m) => m.route(msg.routing_key.as_str(), out),
+            Matcher::Direct(m) => m.route(key, out),
             Matcher::Fanout(m) => m.route(out),
-            Matcher::Topic(m) => m.route(msg.routing_key.as_str(), out),
+            Matcher::Topic(m) => m.route(key, out),
             Matcher::Headers(m) => {
                 let h = headers.get_or_insert_with(|| msg.headers());
                 m.route(h, out)
@@ -218,6 +219,8 @@ pub struct Exchange {
     pub internal: bool,
     /// Declare arguments.
     pub arguments: FieldTable,
+    /// The `alternate-exchange` argument: where unroutable messages go.
+    pub alternate: Option<String>,
     bindings: RwLock<Bindings>,
     /// Set when the exchange is deleted, so cached handles notice.
     deleted: AtomicBool,
@@ -239,6 +242,10 @@ impl Exchange {
             ExchangeKind::Topic => Matcher::Topic(Default::default()),
             ExchangeKind::Headers => Matcher::Headers(Default::default()),
         };
+        let alternate = arguments
+            .inner()
+            .get("alternate-exchange")
+            .and_then(crate::queue::args::text);
         Exchange {
             name,
             kind,
@@ -246,6 +253,7 @@ impl Exchange {
             auto_delete,
             internal,
             arguments,
+            alternate,
             bindings: RwLock::new(Bindings {
                 all: Vec::new(),
                 matcher,

@@ -254,7 +254,7 @@ impl QueueActor {
                 now,
             ));
             let mut targets = Vec::new();
-            vhost.route(&x, &copy, &mut targets);
+            vhost.route(&x, &copy, &[], &mut targets);
             for q in targets {
                 if !deadletter::is_cycle(&copy, &q.name) {
                     sends.push((q, copy.clone()));

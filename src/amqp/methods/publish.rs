@@ -149,13 +149,14 @@ impl Connection {
                 x.name, self.vhost.name
             )));
         }
+        let (msg, extra_keys) = msg.sender_selected();
         let mut targets = std::mem::take(&mut self.route_buf);
-        if x.name.is_empty() {
+        if x.name.is_empty() && extra_keys.is_empty() {
             if let Some(q) = self.default_queue(msg.routing_key.as_str()) {
                 targets.push(q);
             }
         } else {
-            self.vhost.route(&x, &msg, &mut targets);
+            self.vhost.route(&x, &msg, &extra_keys, &mut targets);
         }
         if targets.is_empty() && p.mandatory {
             codec::encode_return(
