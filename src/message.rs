@@ -133,6 +133,17 @@ impl Message {
         )
     }
 
+    /// A copy carrying `x-delivery-count` (a redelivery from a queue with a delivery limit).
+    pub fn with_delivery_count(&self, count: u32) -> Message {
+        let props = self.properties();
+        let mut headers = props.headers().clone().unwrap_or_default();
+        headers.insert(
+            "x-delivery-count".into(),
+            amq_protocol::types::AMQPValue::LongLongInt(i64::from(count)),
+        );
+        self.with_properties(&props.with_headers(headers), None, None)
+    }
+
     /// Sender-selected distribution: the extra routing keys of the `CC` and `BCC` headers, and
     /// the message to deliver (without its `BCC` header, which RabbitMQ strips).
     pub fn sender_selected(self: std::sync::Arc<Self>) -> (std::sync::Arc<Self>, Vec<String>) {

@@ -540,6 +540,7 @@ impl VHost {
     ) -> AmqpResult<QueueRef> {
         if let Some(q) = self.queues.get(name).map(|q| q.clone()) {
             self.check_exclusive(&q, connection)?;
+            q.touch();
             if o.passive {
                 return Ok(q);
             }
@@ -582,10 +583,23 @@ impl VHost {
                 "queue name '{name}' contains reserved prefix 'amq.*'"
             )));
         }
-        let args = QueueArgs::parse(
-            &o.arguments,
-            &format!("queue '{name}' in vhost '{}'", self.name),
-        )?;
+        let describe = format!("queue '{name}' in vhost '{}'", self.name);
+        let args = QueueArgs::parse(&o.arguments, &describe)?;
+        if args.quorum {
+            // What a single-node quorum queue lets a client observe: RabbitMQ's declare rules.
+            let refuse = |what: &str| {
+                AmqpError::precondition_failed(format!("invalid property '{what}' for {describe}"))
+            };
+            if !o.durable {
+                return Err(refuse("non-durable"));
+            }
+            if o.exclusive {
+                return Err(refuse("exclusive-owner"));
+            }
+            if o.auto_delete {
+                return Err(refuse("auto-delete"));
+            }
+        }
         let entry = self.queues.entry(name.to_owned()).or_insert_with(|| {
             QueueShared::spawn(
                 name.to_owned(),

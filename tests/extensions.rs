@@ -549,3 +549,132 @@ async fn cc_and_bcc_headers_add_routing_keys_and_bcc_is_stripped() {
         assert_eq!(header(&m, "app"), Some(&s("x")));
     }
 }
+
+#[tokio::test]
+async fn delivery_limit_counts_returns_then_dead_letters() {
+    let b = start().await;
+    let (_c, ch) = b.channel().await;
+    declare(&ch, "dlq", FieldTable::default()).await;
+    declare(
+        &ch,
+        "retry",
+        args(&[
+            ("x-delivery-limit", AMQPValue::LongInt(2)),
+            ("x-dead-letter-exchange", s("")),
+            ("x-dead-letter-routing-key", s("dlq")),
+        ]),
+    )
+    .await;
+    publish(&ch, "retry", "job", BasicProperties::default()).await;
+    let mut counts = Vec::new();
+    for _ in 0..3 {
+        let m = within(ch.basic_get("retry".into(), Default::default()))
+            .await
+            .expect("get")
+            .expect("delivered");
+        counts.push(header(&m, "x-delivery-count").cloned());
+        within(m.delivery.nack(BasicNackOptions {
+            requeue: true,
+            multiple: false,
+        }))
+        .await
+        .expect("nack");
+    }
+    assert_eq!(
+        counts,
+        vec![
+            None,
+            Some(AMQPValue::LongLongInt(1)),
+            Some(AMQPValue::LongLongInt(2))
+        ]
+    );
+    assert!(
+        get(&ch, "retry").await.is_none(),
+        "delivered at most limit + 1 times"
+    );
+    let d = wait_get(&ch, "dlq").await;
+    assert_eq!(
+        death(&d, 0).inner().get("reason"),
+        Some(&s("delivery_limit"))
+    );
+}
+
+#[tokio::test]
+async fn quorum_queues_follow_rabbitmqs_declare_rules_and_default_limit() {
+    let b = start().await;
+    let c = b.connect().await;
+    let quorum = || args(&[("x-queue-type", s("quorum"))]);
+    for o in [
+        QueueDeclareOptions::default(),
+        QueueDeclareOptions {
+            durable: true,
+            exclusive: true,
+            ..Default::default()
+        },
+        QueueDeclareOptions {
+            durable: true,
+            auto_delete: true,
+            ..Default::default()
+        },
+    ] {
+        let ch = within(c.create_channel()).await.expect("channel");
+        assert_code(
+            within(ch.queue_declare("qq".into(), o, quorum())).await,
+            406,
+        );
+    }
+    let ch = within(c.create_channel()).await.expect("channel");
+    within(ch.queue_declare(
+        "qq".into(),
+        QueueDeclareOptions {
+            durable: true,
+            ..Default::default()
+        },
+        quorum(),
+    ))
+    .await
+    .expect("durable quorum queue");
+    publish(&ch, "qq", "m", BasicProperties::default()).await;
+    for expected in [None, Some(AMQPValue::LongLongInt(1))] {
+        let m = within(ch.basic_get("qq".into(), Default::default()))
+            .await
+            .expect("get")
+            .expect("m");
+        assert_eq!(header(&m, "x-delivery-count").cloned(), expected);
+        within(m.delivery.nack(BasicNackOptions {
+            requeue: true,
+            multiple: false,
+        }))
+        .await
+        .expect("nack");
+    }
+}
+
+#[tokio::test]
+async fn x_expires_deletes_an_unused_queue_only() {
+    let b = start().await;
+    let (_c, ch) = b.channel().await;
+    let expiring = args(&[("x-expires", AMQPValue::LongInt(100))]);
+    declare(&ch, "idle", expiring.clone()).await;
+    declare(&ch, "used", expiring).await;
+    let _consumer = within(ch.basic_consume(
+        "used".into(),
+        "c".into(),
+        Default::default(),
+        FieldTable::default(),
+    ))
+    .await
+    .expect("consume");
+    tokio::time::sleep(Duration::from_millis(400)).await;
+    let passive = QueueDeclareOptions {
+        passive: true,
+        ..Default::default()
+    };
+    within(ch.queue_declare("used".into(), passive, FieldTable::default()))
+        .await
+        .expect("a queue with a consumer stays");
+    assert_code(
+        within(ch.queue_declare("idle".into(), passive, FieldTable::default())).await,
+        404,
+    );
+}

@@ -33,6 +33,8 @@ struct Ready {
     expires: Option<u64>,
     /// Body size (for x-max-length-bytes).
     size: u64,
+    /// Times it came back unacknowledged (x-delivery-count).
+    returns: u32,
 }
 
 /// Milliseconds on a monotonic clock (tokio's, so tests can pause it).
@@ -55,6 +57,7 @@ fn unix_secs() -> u64 {
 struct Unacked {
     msg: Arc<Message>,
     consumer: Option<u64>,
+    returns: u32,
 }
 
 #[derive(Debug)]
@@ -107,6 +110,8 @@ struct QueueActor {
     ready_bytes: u64,
     /// Messages to dead-letter after this batch.
     dead: Vec<(Arc<Message>, Reason)>,
+    /// When the queue was last used (x-expires), on `now_ms`'s clock.
+    last_used: u64,
     /// Answer to queue.delete, sent once the deletion is handed to the store.
     delete_reply: Option<(oneshot::Sender<Result<u32, AmqpError>>, u32)>,
 }
@@ -128,6 +133,7 @@ pub(super) fn start(
             redelivered: delivered.is_some_and(|d| seq <= d),
             expires: None,
             size: 0,
+            returns: 0,
         })
         .collect();
     let actor = QueueActor {
@@ -147,6 +153,7 @@ pub(super) fn start(
         flush_waiters: Vec::new(),
         ready_bytes: 0,
         dead: Vec::new(),
+        last_used: now_ms(),
         delete_reply: None,
     };
     tokio::spawn(actor.run(rx));
@@ -156,7 +163,16 @@ impl QueueActor {
     async fn run(mut self, mut rx: mpsc::Receiver<QueueCmd>) {
         let mut batch = Vec::with_capacity(BATCH);
         while !self.stopped {
-            let next_expiry = self.ready.front().and_then(|r| r.expires);
+            let idle_deadline = self
+                .shared
+                .args
+                .expires
+                .filter(|_| self.consumers.is_empty())
+                .map(|e| self.last_used + e);
+            let next_expiry = match (self.ready.front().and_then(|r| r.expires), idle_deadline) {
+                (Some(a), Some(b)) => Some(a.min(b)),
+                (a, b) => a.or(b),
+            };
             let wake = async {
                 match next_expiry {
                     Some(at) => {
@@ -182,6 +198,9 @@ impl QueueActor {
             }
             if !self.stopped {
                 self.expire_head();
+                self.expire_queue();
+            }
+            if !self.stopped {
                 self.deliver();
             }
             self.send_dead_letters();
@@ -207,6 +226,30 @@ impl QueueActor {
                     self.drop_message(r.seq, msg, Reason::Expired);
                 }
             }
+        }
+    }
+
+    /// Deletes the queue when x-expires says it has been unused (no consumers, no get, no
+    /// redeclare) for long enough.
+    fn expire_queue(&mut self) {
+        let Some(e) = self.shared.args.expires else {
+            return;
+        };
+        if self.consumers.is_empty() && now_ms() >= self.last_used + e {
+            if let Some(vhost) = self.vhost.upgrade() {
+                vhost.forget_queue(&self.shared);
+            }
+            self.stop();
+        }
+    }
+
+    /// The message as a client receives it: with `x-delivery-count` on a redelivery from a
+    /// queue with a delivery limit.
+    fn as_delivered(&self, msg: Arc<Message>, returns: u32) -> Arc<Message> {
+        if returns > 0 && self.shared.args.delivery_limit.is_some() {
+            Arc::new(msg.with_delivery_count(returns))
+        } else {
+            msg
         }
     }
 
@@ -374,10 +417,12 @@ impl QueueActor {
                     redelivered: false,
                     expires: ttl.map(|t| now_ms() + t),
                     size,
+                    returns: 0,
                 });
                 self.enforce_limits();
             }
             QueueCmd::Consume(spec, reply) => {
+                self.last_used = now_ms();
                 let _ = reply.send(self.add_consumer(spec));
             }
             QueueCmd::Cancel(id) => self.remove_consumer(id),
@@ -400,19 +445,26 @@ impl QueueActor {
                 }
             }
             QueueCmd::Requeue(seqs) => {
+                let limit = self.shared.args.delivery_limit;
                 for seq in seqs {
                     if let Some(u) = self.settle(seq) {
-                        self.insert_ready(seq, Some(u.msg), true);
+                        let returns = u.returns + 1;
+                        if limit.is_some_and(|l| u64::from(returns) > l) {
+                            self.drop_message(seq, u.msg, Reason::DeliveryLimit);
+                        } else {
+                            self.insert_ready(seq, Some(u.msg), true, returns);
+                        }
                     }
                 }
             }
             QueueCmd::Undelivered(seq, msg, redelivered) => {
-                self.settle(seq);
-                self.insert_ready(seq, Some(msg), redelivered);
+                let returns = self.settle(seq).map_or(0, |u| u.returns);
+                self.insert_ready(seq, Some(msg), redelivered, returns);
             }
             QueueCmd::Get(no_ack, reply) => {
+                self.last_used = now_ms();
                 self.expire_head();
-                let got = self.take_head().map(|(seq, msg, redelivered)| {
+                let got = self.take_head().map(|(seq, msg, redelivered, returns)| {
                     self.note_delivered(seq, &msg);
                     if no_ack {
                         if self.shared.persists(&msg) {
@@ -424,12 +476,13 @@ impl QueueActor {
                             Unacked {
                                 msg: msg.clone(),
                                 consumer: None,
+                                returns,
                             },
                         );
                     }
                     GetResult {
                         seq,
-                        msg,
+                        msg: self.as_delivered(msg, returns),
                         redelivered,
                         remaining: self.ready.len() as u32,
                     }
@@ -485,6 +538,7 @@ impl QueueActor {
                 let _ = reply.send((self.ready.len() as u32, self.consumers.len() as u32));
             }
             QueueCmd::Flush(reply) => self.flush_waiters.push(reply),
+            QueueCmd::Touch => self.last_used = now_ms(),
             QueueCmd::Shutdown => self.stopped = true,
             QueueCmd::Kick => {}
         }
@@ -518,7 +572,13 @@ impl QueueActor {
     }
 
     /// Puts a message back at its original position (the ready list is ordered by sequence).
-    fn insert_ready(&mut self, seq: u64, msg: Option<Arc<Message>>, redelivered: bool) {
+    fn insert_ready(
+        &mut self,
+        seq: u64,
+        msg: Option<Arc<Message>>,
+        redelivered: bool,
+        returns: u32,
+    ) {
         let size = msg.as_ref().map_or(0, |m| m.body_len() as u64);
         self.ready_bytes += size;
         let entry = Ready {
@@ -527,6 +587,7 @@ impl QueueActor {
             redelivered,
             expires: None,
             size,
+            returns,
         };
         if self.ready.back().is_none_or(|r| r.seq < seq) {
             self.ready.push_back(entry);
@@ -538,7 +599,7 @@ impl QueueActor {
 
     /// Pops the head of the queue, reading its body (and the next ones) from the store if needed.
     /// When the store cannot be read, nothing is popped: the messages wait for the next try.
-    fn take_head(&mut self) -> Option<(u64, Arc<Message>, bool)> {
+    fn take_head(&mut self) -> Option<(u64, Arc<Message>, bool, u32)> {
         loop {
             let head = self.ready.front()?;
             if head.msg.is_none() && !self.load_from(head.seq) {
@@ -546,7 +607,7 @@ impl QueueActor {
             }
             let r = self.pop_ready()?;
             match r.msg {
-                Some(msg) => return Some((r.seq, msg, r.redelivered)),
+                Some(msg) => return Some((r.seq, msg, r.redelivered, r.returns)),
                 None => {
                     tracing::error!(queue = %self.shared.name, seq = r.seq, "stored message missing; skipped");
                 }
@@ -600,6 +661,7 @@ impl QueueActor {
     }
 
     fn remove_consumer(&mut self, id: u64) {
+        self.last_used = now_ms();
         let before = self.consumers.len();
         self.consumers.retain(|c| c.spec.id != id);
         if before == self.consumers.len() {
@@ -652,7 +714,7 @@ impl QueueActor {
             };
             self.next_consumer = idx + 1;
             self.expire_head();
-            let Some((seq, msg, redelivered)) = self.take_head() else {
+            let Some((seq, msg, redelivered, returns)) = self.take_head() else {
                 let c = &self.consumers[idx];
                 if !c.spec.no_ack {
                     c.spec.limiter.release(1);
@@ -661,6 +723,7 @@ impl QueueActor {
             };
             self.note_delivered(seq, &msg);
             let consumed = self.consumers[idx].spec.no_ack && self.shared.persists(&msg);
+            let sent = self.as_delivered(msg.clone(), returns);
             let c = &mut self.consumers[idx];
             if !c.spec.no_ack {
                 c.unacked += 1;
@@ -669,6 +732,7 @@ impl QueueActor {
                     Unacked {
                         msg: msg.clone(),
                         consumer: Some(c.spec.id),
+                        returns,
                     },
                 );
             }
@@ -680,7 +744,7 @@ impl QueueActor {
                 queue: self.shared.clone(),
                 seq,
                 redelivered,
-                msg,
+                msg: sent,
                 no_ack: c.spec.no_ack,
                 pending: c.spec.pending.clone(),
             };
@@ -695,7 +759,7 @@ impl QueueActor {
                 }
                 c.spec.pending.fetch_sub(1, Ordering::AcqRel);
                 self.settle(d.seq);
-                self.insert_ready(d.seq, Some(d.msg), d.redelivered);
+                self.insert_ready(d.seq, Some(d.msg), d.redelivered, returns);
                 self.remove_consumer(id);
                 return self.deliver();
             }

@@ -31,6 +31,12 @@ pub struct QueueArgs {
     pub max_length_bytes: Option<u64>,
     /// x-overflow.
     pub overflow: Overflow,
+    /// x-expires: delete the queue after this many idle milliseconds.
+    pub expires: Option<u64>,
+    /// x-delivery-limit: returns after which a message is dead-lettered (quorum default 20).
+    pub delivery_limit: Option<u64>,
+    /// x-queue-type is quorum.
+    pub quorum: bool,
 }
 
 fn integer(v: &AMQPValue) -> Option<i128> {
@@ -92,22 +98,35 @@ impl QueueArgs {
                 ))
             }
         };
-        if let Some(v) = get("x-expires") {
-            if !matches!(integer(v), Some(n) if n > 0) {
-                return Err(invalid(
-                    "x-expires",
-                    format!("{{value_zero_or_less,{v:?}}}"),
-                ));
-            }
-        }
-        if let Some(t) = string("x-queue-type")? {
-            if t == "stream" {
+        let expires = match get("x-expires") {
+            None => None,
+            Some(v) => match integer(v) {
+                Some(n) if n > 0 => Some(n.min(i128::from(u64::MAX)) as u64),
+                _ => {
+                    return Err(invalid(
+                        "x-expires",
+                        format!("{{value_zero_or_less,{v:?}}}"),
+                    ))
+                }
+            },
+        };
+        let quorum = match string("x-queue-type")?.as_deref() {
+            None | Some("classic") => false,
+            Some("quorum") => true,
+            Some("stream") => {
                 return Err(invalid(
                     "x-queue-type",
                     "stream queues are not supported yet".into(),
-                ));
+                ))
             }
-        }
+            Some(other) => {
+                return Err(invalid(
+                    "x-queue-type",
+                    format!("unknown queue type '{other}'"),
+                ))
+            }
+        };
+        let delivery_limit = non_negative("x-delivery-limit")?.or(quorum.then_some(20));
         Ok(QueueArgs {
             message_ttl: non_negative("x-message-ttl")?,
             dead_letter_exchange: string("x-dead-letter-exchange")?,
@@ -115,6 +134,9 @@ impl QueueArgs {
             max_length: non_negative("x-max-length")?,
             max_length_bytes: non_negative("x-max-length-bytes")?,
             overflow,
+            expires,
+            delivery_limit,
+            quorum,
         })
     }
 

@@ -18,6 +18,8 @@ pub enum Reason {
     Expired,
     /// A max-length limit dropped it.
     Maxlen,
+    /// It was returned more often than x-delivery-limit allows.
+    DeliveryLimit,
 }
 
 impl Reason {
@@ -27,6 +29,7 @@ impl Reason {
             Reason::Rejected => "rejected",
             Reason::Expired => "expired",
             Reason::Maxlen => "maxlen",
+            Reason::DeliveryLimit => "delivery_limit",
         }
     }
 }

@@ -81,6 +81,7 @@ pub(crate) enum QueueCmd {
     },
     Stats(oneshot::Sender<(u32, u32)>),
     Flush(oneshot::Sender<()>),
+    Touch,
     Shutdown,
     Kick,
 }
@@ -268,6 +269,13 @@ impl QueueShared {
     /// (ready messages, consumers).
     pub async fn stats(&self) -> AmqpResult<(u32, u32)> {
         self.ask(QueueCmd::Stats).await
+    }
+
+    /// Counts as a use for x-expires (a redeclare). Never waits.
+    pub fn touch(&self) {
+        if self.args.expires.is_some() {
+            let _ = self.tx.try_send(QueueCmd::Touch);
+        }
     }
 
     /// Asks the queue to try delivering again (credit was freed elsewhere). Never waits.
