@@ -678,3 +678,88 @@ async fn x_expires_deletes_an_unused_queue_only() {
         404,
     );
 }
+
+async fn consume_with(ch: &Channel, q: &str, tag: &str, priority: Option<i32>) -> lapin::Consumer {
+    let a = match priority {
+        Some(p) => args(&[("x-priority", AMQPValue::LongInt(p))]),
+        None => FieldTable::default(),
+    };
+    within(ch.basic_consume(q.into(), tag.into(), Default::default(), a))
+        .await
+        .expect("consume")
+}
+
+async fn no_delivery(c: &mut lapin::Consumer) {
+    if let Ok(d) = tokio::time::timeout(Duration::from_millis(200), c.next()).await {
+        panic!("unexpected delivery {:?}", d.map(|d| d.map(|d| d.data)));
+    }
+}
+
+#[tokio::test]
+async fn higher_priority_consumers_are_served_while_they_have_credit() {
+    let b = start().await;
+    let (c, ch) = b.channel().await;
+    declare(&ch, "q", FieldTable::default()).await;
+    let hi_ch = within(c.create_channel()).await.expect("channel");
+    within(hi_ch.basic_qos(2, Default::default()))
+        .await
+        .expect("qos");
+    let lo_ch = within(c.create_channel()).await.expect("channel");
+    let mut lo = consume_with(&lo_ch, "q", "lo", None).await;
+    let mut hi = consume_with(&hi_ch, "q", "hi", Some(10)).await;
+    for i in 0..3 {
+        publish(&ch, "q", &i.to_string(), BasicProperties::default()).await;
+    }
+    let h1 = within(hi.next()).await.expect("hi").expect("ok");
+    let h2 = within(hi.next()).await.expect("hi").expect("ok");
+    assert_eq!(
+        (h1.data.as_slice(), h2.data.as_slice()),
+        (&b"0"[..], &b"1"[..])
+    );
+    let l = within(lo.next()).await.expect("lo").expect("ok");
+    assert_eq!(
+        l.data, b"2",
+        "the low-priority consumer gets what the high one has no credit for"
+    );
+    within(h1.ack(Default::default())).await.expect("ack");
+    publish(&ch, "q", "3", BasicProperties::default()).await;
+    assert_eq!(within(hi.next()).await.expect("hi").expect("ok").data, b"3");
+    no_delivery(&mut lo).await;
+}
+
+#[tokio::test]
+async fn single_active_consumer_gets_everything_until_it_goes() {
+    let b = start().await;
+    let (c, ch) = b.channel().await;
+    declare(
+        &ch,
+        "sac",
+        args(&[("x-single-active-consumer", AMQPValue::Boolean(true))]),
+    )
+    .await;
+    let ch1 = within(c.create_channel()).await.expect("channel");
+    let ch2 = within(c.create_channel()).await.expect("channel");
+    let mut first = consume_with(&ch1, "sac", "first", None).await;
+    let mut second = consume_with(&ch2, "sac", "second", None).await;
+    for i in 0..3 {
+        publish(&ch, "sac", &i.to_string(), BasicProperties::default()).await;
+    }
+    for i in 0..3 {
+        let d = within(first.next()).await.expect("first").expect("ok");
+        assert_eq!(d.data, i.to_string().as_bytes());
+        within(d.ack(Default::default())).await.expect("ack");
+    }
+    no_delivery(&mut second).await;
+    within(ch1.basic_cancel("first".into(), Default::default()))
+        .await
+        .expect("cancel");
+    publish(&ch, "sac", "3", BasicProperties::default()).await;
+    assert_eq!(
+        within(second.next())
+            .await
+            .expect("second")
+            .expect("ok")
+            .data,
+        b"3"
+    );
+}

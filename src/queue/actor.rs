@@ -655,7 +655,11 @@ impl QueueActor {
                 self.shared.describe()
             )));
         }
-        self.consumers.push(Consumer { spec, unacked: 0 });
+        // Kept ordered by priority (highest first), then registration order.
+        let pos = self
+            .consumers
+            .partition_point(|c| c.spec.priority >= spec.priority);
+        self.consumers.insert(pos, Consumer { spec, unacked: 0 });
         self.had_consumers = true;
         Ok(())
     }
@@ -701,18 +705,39 @@ impl QueueActor {
         self.stopped = true;
     }
 
+    /// The consumer for the next message, credit taken: with a single active consumer, only
+    /// that one (the highest-priority, earliest registered); otherwise the highest priority
+    /// group with credit, round-robin within it.
+    fn pick_consumer(&mut self) -> Option<usize> {
+        if self.shared.args.single_active_consumer {
+            return self.consumers.first()?.take_credit().then_some(0);
+        }
+        let n = self.consumers.len();
+        let mut start = 0;
+        while start < n {
+            let prio = self.consumers[start].spec.priority;
+            let end = start + self.consumers[start..].partition_point(|c| c.spec.priority == prio);
+            let size = end - start;
+            let first = self.next_consumer % size;
+            if let Some(idx) = (0..size)
+                .map(|i| start + (first + i) % size)
+                .find(|&i| self.consumers[i].take_credit())
+            {
+                self.next_consumer = idx - start + 1;
+                return Some(idx);
+            }
+            start = end;
+        }
+        None
+    }
+
     /// Pushes ready messages to consumers round-robin while any has credit.
     fn deliver(&mut self) {
         let n = self.consumers.len();
         while n > 0 && !self.ready.is_empty() && !self.stopped {
-            let start = self.next_consumer % n;
-            let Some(idx) = (0..n)
-                .map(|i| (start + i) % n)
-                .find(|&i| self.consumers[i].take_credit())
-            else {
+            let Some(idx) = self.pick_consumer() else {
                 return;
             };
-            self.next_consumer = idx + 1;
             self.expire_head();
             let Some((seq, msg, redelivered, returns)) = self.take_head() else {
                 let c = &self.consumers[idx];

@@ -37,6 +37,8 @@ pub struct QueueArgs {
     pub delivery_limit: Option<u64>,
     /// x-queue-type is quorum.
     pub quorum: bool,
+    /// x-single-active-consumer.
+    pub single_active_consumer: bool,
 }
 
 fn integer(v: &AMQPValue) -> Option<i128> {
@@ -127,6 +129,16 @@ impl QueueArgs {
             }
         };
         let delivery_limit = non_negative("x-delivery-limit")?.or(quorum.then_some(20));
+        let single_active_consumer = match get("x-single-active-consumer") {
+            None => false,
+            Some(AMQPValue::Boolean(b)) => *b,
+            Some(v) => {
+                return Err(invalid(
+                    "x-single-active-consumer",
+                    format!("{{unacceptable_type,{v:?}}}"),
+                ))
+            }
+        };
         Ok(QueueArgs {
             message_ttl: non_negative("x-message-ttl")?,
             dead_letter_exchange: string("x-dead-letter-exchange")?,
@@ -137,6 +149,7 @@ impl QueueArgs {
             expires,
             delivery_limit,
             quorum,
+            single_active_consumer,
         })
     }
 
@@ -144,6 +157,14 @@ impl QueueArgs {
     pub fn may_reject(&self) -> bool {
         self.overflow != Overflow::DropHead
             && (self.max_length.is_some() || self.max_length_bytes.is_some())
+    }
+}
+
+/// The `x-priority` consumer argument (0 when absent); None when it is not an integer.
+pub fn consumer_priority(args: &FieldTable) -> Option<i32> {
+    match args.inner().get("x-priority") {
+        None => Some(0),
+        Some(v) => integer(v).map(|n| n.clamp(i128::from(i32::MIN), i128::from(i32::MAX)) as i32),
     }
 }
 

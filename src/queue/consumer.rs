@@ -85,6 +85,8 @@ pub struct ConsumerSpec {
     pub limiter: Arc<ChannelLimiter>,
     /// In-flight deliveries not yet encoded by the connection.
     pub pending: Arc<AtomicU32>,
+    /// Consumer priority (`x-priority`); higher is served first.
+    pub priority: i32,
 }
 
 /// Channel-wide prefetch (basic.qos global=true), shared by the channel's consumers on all queues.

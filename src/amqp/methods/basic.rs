@@ -83,6 +83,12 @@ impl Connection {
                 "attempt to reuse consumer tag '{tag}'"
             )));
         }
+        let Some(priority) = crate::queue::args::consumer_priority(&c.arguments) else {
+            return Err(AmqpError::precondition_failed(format!(
+                "invalid arg 'x-priority' for consumer on {}",
+                q.describe()
+            )));
+        };
         let pending = Arc::new(AtomicU32::new(0));
         let id = self.broker.next_id();
         q.consume(ConsumerSpec {
@@ -96,6 +102,7 @@ impl Connection {
             prefetch: ch.prefetch,
             limiter: ch.limiter.clone(),
             pending,
+            priority,
         })
         .await?;
         ch.consumers
