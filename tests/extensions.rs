@@ -763,3 +763,142 @@ async fn single_active_consumer_gets_everything_until_it_goes() {
         b"3"
     );
 }
+
+#[tokio::test]
+async fn priority_queues_deliver_highest_first_fifo_within_a_priority() {
+    let b = start().await;
+    let (c, ch) = b.channel().await;
+    declare(
+        &ch,
+        "prio",
+        args(&[("x-max-priority", AMQPValue::ShortShortUInt(5))]),
+    )
+    .await;
+    for (body, p) in [
+        ("a", Some(0)),
+        ("b", Some(9)),
+        ("c", Some(3)),
+        ("d", Some(5)),
+        ("e", None),
+    ] {
+        let mut props = BasicProperties::default();
+        if let Some(p) = p {
+            props = props.with_priority(p);
+        }
+        publish(&ch, "prio", body, props).await;
+    }
+    let mut order = Vec::new();
+    while let Some(m) = get(&ch, "prio").await {
+        order.push(String::from_utf8_lossy(&m.delivery.data).into_owned());
+    }
+    assert_eq!(
+        order,
+        vec!["b", "d", "c", "a", "e"],
+        "values above the maximum count as the maximum"
+    );
+    let ch = within(c.create_channel()).await.expect("channel");
+    assert_code(
+        within(ch.queue_declare(
+            "bad".into(),
+            Default::default(),
+            args(&[("x-max-priority", AMQPValue::LongInt(300))]),
+        ))
+        .await,
+        406,
+    );
+}
+
+#[tokio::test]
+async fn stored_priority_queues_recover_in_priority_order_and_dead_letters_persist() {
+    let b = start().await;
+    {
+        let (_c, ch) = b.channel().await;
+        within(ch.confirm_select(Default::default()))
+            .await
+            .expect("confirm");
+        let durable = QueueDeclareOptions {
+            durable: true,
+            ..Default::default()
+        };
+        within(ch.queue_declare(
+            "prio".into(),
+            durable,
+            args(&[("x-max-priority", AMQPValue::LongInt(3))]),
+        ))
+        .await
+        .expect("prio");
+        within(ch.queue_declare("dlq".into(), durable, FieldTable::default()))
+            .await
+            .expect("dlq");
+        within(ch.queue_declare(
+            "src".into(),
+            durable,
+            args(&[
+                ("x-dead-letter-exchange", s("")),
+                ("x-dead-letter-routing-key", s("dlq")),
+            ]),
+        ))
+        .await
+        .expect("src");
+        for (body, p) in [("low", 1), ("high", 3), ("mid", 2)] {
+            let props = BasicProperties::default()
+                .with_delivery_mode(2)
+                .with_priority(p);
+            let c = within(ch.basic_publish(
+                "".into(),
+                "prio".into(),
+                Default::default(),
+                body.as_bytes(),
+                props,
+            ))
+            .await
+            .expect("publish");
+            assert!(within(c).await.expect("confirm").is_ack());
+        }
+        let props = BasicProperties::default().with_delivery_mode(2);
+        let c =
+            within(ch.basic_publish("".into(), "src".into(), Default::default(), b"dead", props))
+                .await
+                .expect("publish");
+        assert!(within(c).await.expect("confirm").is_ack());
+        let m = within(ch.basic_get("src".into(), Default::default()))
+            .await
+            .expect("get")
+            .expect("m");
+        within(m.delivery.reject(BasicRejectOptions { requeue: false }))
+            .await
+            .expect("reject");
+        wait_count(&ch, "dlq", 1).await;
+    }
+    let b = b.restart().await;
+    let (_c, ch) = b.channel().await;
+    let mut order = Vec::new();
+    while let Some(m) = get(&ch, "prio").await {
+        order.push(String::from_utf8_lossy(&m.delivery.data).into_owned());
+    }
+    assert_eq!(order, vec!["high", "mid", "low"]);
+    let d = get(&ch, "dlq")
+        .await
+        .expect("the dead-lettered persistent copy survived");
+    assert_eq!(d.delivery.data, b"dead");
+    assert_eq!(death(&d, 0).inner().get("reason"), Some(&s("rejected")));
+}
+
+/// Waits until a queue reports `n` ready messages.
+async fn wait_count(ch: &Channel, q: &str, n: u32) {
+    let passive = QueueDeclareOptions {
+        passive: true,
+        durable: true,
+        ..Default::default()
+    };
+    for _ in 0..200 {
+        let got = within(ch.queue_declare(q.into(), passive, FieldTable::default()))
+            .await
+            .expect("passive");
+        if got.message_count() == n {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    panic!("{q} never reached {n} messages");
+}

@@ -7,13 +7,14 @@
 use super::args::Overflow;
 use super::consumer::{ConsumerEvent, ConsumerSpec, Delivery, PENDING_WINDOW};
 use super::deadletter::{self, Reason};
+use super::ready::{Ready, ReadyList};
 use super::{GetResult, QueueCmd, QueueRef};
 use crate::confirm::ConfirmToken;
 use crate::error::AmqpError;
 use crate::message::Message;
 use crate::store::{Op, Store};
 use crate::vhost::VHost;
-use std::collections::{HashMap, VecDeque};
+use std::collections::HashMap;
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Weak};
 use tokio::sync::{mpsc, oneshot};
@@ -22,20 +23,6 @@ use tokio::sync::{mpsc, oneshot};
 const BATCH: usize = 256;
 /// Bodies read from the store at a time when the head of the queue is on disk.
 const READ_AHEAD: usize = 256;
-
-#[derive(Debug)]
-struct Ready {
-    seq: u64,
-    /// None while the body is only in the store.
-    msg: Option<Arc<Message>>,
-    redelivered: bool,
-    /// When it expires (milliseconds on `now_ms`'s clock).
-    expires: Option<u64>,
-    /// Body size (for x-max-length-bytes).
-    size: u64,
-    /// Times it came back unacknowledged (x-delivery-count).
-    returns: u32,
-}
 
 /// Milliseconds on a monotonic clock (tokio's, so tests can pause it).
 fn now_ms() -> u64 {
@@ -93,7 +80,7 @@ struct QueueActor {
     shared: QueueRef,
     vhost: Weak<VHost>,
     store: Store,
-    ready: VecDeque<Ready>,
+    ready: ReadyList,
     unacked: HashMap<u64, Unacked>,
     next_seq: u64,
     consumers: Vec<Consumer>,
@@ -106,8 +93,6 @@ struct QueueActor {
     delivered_mark: u64,
     mark_dirty: bool,
     flush_waiters: Vec<oneshot::Sender<()>>,
-    /// Body bytes of ready messages.
-    ready_bytes: u64,
     /// Messages to dead-letter after this batch.
     dead: Vec<(Arc<Message>, Reason)>,
     /// When the queue was last used (x-expires), on `now_ms`'s clock.
@@ -121,21 +106,23 @@ pub(super) fn start(
     shared: QueueRef,
     vhost: &Arc<VHost>,
     rx: mpsc::Receiver<QueueCmd>,
-    recovered: Vec<u64>,
+    recovered: Vec<(u64, u32, u8)>,
     delivered: Option<u64>,
 ) {
-    let next_seq = recovered.last().map_or(0, |s| s + 1);
-    let ready = recovered
-        .into_iter()
-        .map(|seq| Ready {
+    let next_seq = recovered.iter().map(|m| m.0 + 1).max().unwrap_or(0);
+    let mut ready = ReadyList::new(shared.args.max_priority);
+    for (seq, size, priority) in recovered {
+        let priority = ready.level_of(Some(priority));
+        ready.insert(Ready {
             seq,
             msg: None,
             redelivered: delivered.is_some_and(|d| seq <= d),
             expires: None,
-            size: 0,
+            size: u64::from(size),
             returns: 0,
-        })
-        .collect();
+            priority,
+        });
+    }
     let actor = QueueActor {
         shared,
         vhost: Arc::downgrade(vhost),
@@ -151,7 +138,6 @@ pub(super) fn start(
         delivered_mark: delivered.unwrap_or(0),
         mark_dirty: false,
         flush_waiters: Vec::new(),
-        ready_bytes: 0,
         dead: Vec::new(),
         last_used: now_ms(),
         delete_reply: None,
@@ -315,9 +301,7 @@ impl QueueActor {
 
     /// Pops the head, keeping the byte count.
     fn pop_ready(&mut self) -> Option<Ready> {
-        let r = self.ready.pop_front()?;
-        self.ready_bytes = self.ready_bytes.saturating_sub(r.size);
-        Some(r)
+        self.ready.pop_front()
     }
 
     /// Applies x-max-length / x-max-length-bytes to an incoming message; false when it is
@@ -329,7 +313,7 @@ impl QueueActor {
             args.max_length.is_some_and(|m| len as u64 > m)
                 || args.max_length_bytes.is_some_and(|m| bytes > m)
         };
-        if !over(self.ready.len() + 1, self.ready_bytes + size) {
+        if !over(self.ready.len() + 1, self.ready.bytes() + size) {
             return true;
         }
         match args.overflow {
@@ -351,10 +335,16 @@ impl QueueActor {
             return;
         }
         while args.max_length.is_some_and(|m| self.ready.len() as u64 > m)
-            || args.max_length_bytes.is_some_and(|m| self.ready_bytes > m)
+            || args
+                .max_length_bytes
+                .is_some_and(|m| self.ready.bytes() > m)
         {
-            if self.ready.front().is_some_and(|r| r.msg.is_none()) {
-                let seq = self.ready[0].seq;
+            if let Some(seq) = self
+                .ready
+                .front()
+                .filter(|r| r.msg.is_none())
+                .map(|r| r.seq)
+            {
                 self.load_from(seq);
             }
             let Some(r) = self.pop_ready() else { break };
@@ -409,15 +399,15 @@ impl QueueActor {
                     (Some(a), Some(b)) => Some(a.min(b)),
                     (a, b) => a.or(b),
                 };
-                let size = msg.body_len() as u64;
-                self.ready_bytes += size;
-                self.ready.push_back(Ready {
+                let priority = self.ready.level_of(msg.priority);
+                self.ready.insert(Ready {
                     seq,
+                    size: msg.body_len() as u64,
                     msg: Some(msg),
                     redelivered: false,
                     expires: ttl.map(|t| now_ms() + t),
-                    size,
                     returns: 0,
+                    priority,
                 });
                 self.enforce_limits();
             }
@@ -502,7 +492,6 @@ impl QueueActor {
                     None => Vec::new(),
                 };
                 self.ready.clear();
-                self.ready_bytes = 0;
                 self.forget_stored(stored);
                 let _ = reply.send(n);
             }
@@ -579,22 +568,16 @@ impl QueueActor {
         redelivered: bool,
         returns: u32,
     ) {
-        let size = msg.as_ref().map_or(0, |m| m.body_len() as u64);
-        self.ready_bytes += size;
-        let entry = Ready {
+        let priority = self.ready.level_of(msg.as_ref().and_then(|m| m.priority));
+        self.ready.insert(Ready {
             seq,
+            size: msg.as_ref().map_or(0, |m| m.body_len() as u64),
             msg,
             redelivered,
             expires: None,
-            size,
             returns,
-        };
-        if self.ready.back().is_none_or(|r| r.seq < seq) {
-            self.ready.push_back(entry);
-        } else {
-            let pos = self.ready.partition_point(|r| r.seq < seq);
-            self.ready.insert(pos, entry);
-        }
+            priority,
+        });
     }
 
     /// Pops the head of the queue, reading its body (and the next ones) from the store if needed.
@@ -628,20 +611,8 @@ impl QueueActor {
                 return false;
             }
         };
-        let mut i = 0;
         for (seq, msg) in read {
-            while i < self.ready.len() && self.ready[i].seq < seq {
-                i += 1;
-            }
-            match self.ready.get_mut(i) {
-                Some(r) if r.seq == seq && r.msg.is_none() => {
-                    r.size = msg.body_len() as u64;
-                    self.ready_bytes += r.size;
-                    r.msg = Some(Arc::new(msg));
-                }
-                Some(_) => {}
-                None => break,
-            }
+            self.ready.fill(seq, msg);
         }
         true
     }
@@ -694,7 +665,6 @@ impl QueueActor {
             });
         }
         self.ready.clear();
-        self.ready_bytes = 0;
         self.unacked.clear();
         if let (Some(id), Some(vhost)) = (self.shared.store_id, self.vhost.upgrade()) {
             self.pending.push(Pending::Op(Op::DeleteQueue {

@@ -39,6 +39,8 @@ pub struct QueueArgs {
     pub quorum: bool,
     /// x-single-active-consumer.
     pub single_active_consumer: bool,
+    /// x-max-priority (1-255).
+    pub max_priority: Option<u8>,
 }
 
 fn integer(v: &AMQPValue) -> Option<i128> {
@@ -129,6 +131,11 @@ impl QueueArgs {
             }
         };
         let delivery_limit = non_negative("x-delivery-limit")?.or(quorum.then_some(20));
+        let max_priority = match non_negative("x-max-priority")? {
+            None => None,
+            Some(n) if n <= 255 => Some(n as u8),
+            Some(n) => return Err(invalid("x-max-priority", format!("{{value_too_big,{n}}}"))),
+        };
         let single_active_consumer = match get("x-single-active-consumer") {
             None => false,
             Some(AMQPValue::Boolean(b)) => *b,
@@ -150,6 +157,7 @@ impl QueueArgs {
             delivery_limit,
             quorum,
             single_active_consumer,
+            max_priority,
         })
     }
 

@@ -6,6 +6,7 @@ mod actor;
 pub mod args;
 pub mod consumer;
 pub mod deadletter;
+mod ready;
 
 use crate::confirm::ConfirmToken;
 use crate::error::{AmqpError, AmqpResult};

@@ -473,7 +473,8 @@ mod tests {
         let (store, recovered) = Store::open(dir.path(), 8 << 20).expect("reopen");
         assert!(!recovered.fresh);
         assert_eq!(recovered.queues.len(), 1);
-        assert_eq!(recovered.queues[0].messages, vec![1, 2, 3, 4, 6, 7, 8]);
+        let seqs: Vec<u64> = recovered.queues[0].messages.iter().map(|m| m.0).collect();
+        assert_eq!(seqs, vec![1, 2, 3, 4, 6, 7, 8]);
         assert!(store.read_messages(99, 0, 10).expect("read").is_empty());
         store.close().await;
     }

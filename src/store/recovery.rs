@@ -38,8 +38,8 @@ pub struct RecoveredQueue {
     pub flags: u8,
     /// Arguments.
     pub arguments: FieldTable,
-    /// Sequence numbers of its stored messages, in order.
-    pub messages: Vec<u64>,
+    /// Its stored messages in order: (sequence, body size, priority).
+    pub messages: Vec<(u64, u32, u8)>,
     /// Highest sequence delivered before the restart (0 when none).
     pub delivered: Option<u64>,
 }
@@ -180,10 +180,11 @@ pub(super) fn recover(db: &Database, fresh: bool) -> Result<Recovered, StoreErro
             .iter()
             .map_err(io)?
         {
-            let (k, _) = e.map_err(io)?;
+            let (k, v) = e.map_err(io)?;
             let (id, seq) = k.value();
+            let (size, priority) = schema::index_parts(v.value());
             match by_id.get(&id) {
-                Some(&i) => r.queues[i].messages.push(seq),
+                Some(&i) => r.queues[i].messages.push((seq, size, priority)),
                 None => {
                     if orphans.last() != Some(&id) {
                         orphans.push(id);

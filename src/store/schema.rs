@@ -27,8 +27,19 @@ pub const QUEUES: TableDefinition<&[u8], &[u8]> = TableDefinition::new("queues")
 pub const BINDINGS: TableDefinition<&[u8], ()> = TableDefinition::new("bindings");
 /// (queue id, sequence) → encoded message.
 pub const MESSAGES: TableDefinition<(u64, u64), &[u8]> = TableDefinition::new("messages");
-/// (queue id, sequence) → body size: the queue order, readable without the bodies.
-pub const QUEUE_INDEX: TableDefinition<(u64, u64), u32> = TableDefinition::new("queue_index");
+/// (queue id, sequence) → body size in the low 32 bits, priority in the next 8: the queue
+/// order, readable without the bodies.
+pub const QUEUE_INDEX: TableDefinition<(u64, u64), u64> = TableDefinition::new("queue_index");
+
+/// Packs an index entry.
+pub fn index_entry(size: usize, priority: u8) -> u64 {
+    (size.min(u32::MAX as usize) as u64) | (u64::from(priority) << 32)
+}
+
+/// Unpacks an index entry into (size, priority).
+pub fn index_parts(v: u64) -> (u32, u8) {
+    (v as u32, (v >> 32) as u8)
+}
 /// Queue id → highest sequence ever handed to a consumer (for the redelivered flag).
 pub const DELIVERED: TableDefinition<u64, u64> = TableDefinition::new("delivered");
 
@@ -141,6 +152,13 @@ mod tests {
             Some(("amq.direct", "rk", 2, &b"\x00\x00body"[..]))
         );
         assert_eq!(decode_message(&bytes[..5]), None);
+    }
+
+    #[test]
+    fn index_entries_pack_size_and_priority() {
+        assert_eq!(index_parts(index_entry(1024, 7)), (1024, 7));
+        assert_eq!(index_parts(index_entry(0, 255)), (0, 255));
+        assert_eq!(index_parts(index_entry(usize::MAX, 0)), (u32::MAX, 0));
     }
 
     #[test]

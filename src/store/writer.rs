@@ -194,7 +194,10 @@ fn apply(db: &Database, batch: &[Op]) -> Result<(), redb::Error> {
                         msg.data(),
                     );
                     messages.insert((*queue, *seq), value.as_slice())?;
-                    index.insert((*queue, *seq), msg.body_len() as u32)?;
+                    index.insert(
+                        (*queue, *seq),
+                        schema::index_entry(msg.body_len(), msg.priority.unwrap_or(0)),
+                    )?;
                 }
                 Op::DeleteMessages { queue, seqs } => {
                     for seq in seqs {
