@@ -22,6 +22,7 @@ pub struct Broker {
     vhosts: DashMap<String, Arc<VHost>>,
     users: DashMap<String, User>,
     next_id: AtomicU64,
+    reply_targets: DashMap<String, crate::amqp::ReplyTarget>,
 }
 
 impl Broker {
@@ -33,6 +34,7 @@ impl Broker {
             vhosts: DashMap::new(),
             users: DashMap::new(),
             next_id: AtomicU64::new(1),
+            reply_targets: DashMap::new(),
             store,
             config,
         });
@@ -117,6 +119,11 @@ impl Broker {
     /// A user by name.
     pub fn user(&self, name: &str) -> Option<User> {
         self.users.get(name).map(|u| u.clone())
+    }
+
+    /// Direct reply-to consumers by token.
+    pub fn reply_targets(&self) -> &DashMap<String, crate::amqp::ReplyTarget> {
+        &self.reply_targets
     }
 
     /// A broker-unique id (connections, consumers, channels).

@@ -902,3 +902,69 @@ async fn wait_count(ch: &Channel, q: &str, n: u32) {
     }
     panic!("{q} never reached {n} messages");
 }
+
+#[tokio::test]
+async fn direct_reply_to_round_trip_and_misuse() {
+    let b = start().await;
+    let (c, requester) = b.channel().await;
+    let responder = within(c.create_channel()).await.expect("channel");
+    declare(&responder, "rpc", FieldTable::default()).await;
+    let passive = QueueDeclareOptions {
+        passive: true,
+        ..Default::default()
+    };
+    within(requester.queue_declare(
+        "amq.rabbitmq.reply-to".into(),
+        passive,
+        FieldTable::default(),
+    ))
+    .await
+    .expect("the pseudo-queue exists");
+    let mut replies = within(requester.basic_consume(
+        "amq.rabbitmq.reply-to".into(),
+        "".into(),
+        BasicConsumeOptions {
+            no_ack: true,
+            ..Default::default()
+        },
+        FieldTable::default(),
+    ))
+    .await
+    .expect("reply consumer");
+    publish(
+        &requester,
+        "rpc",
+        "ping",
+        BasicProperties::default().with_reply_to("amq.rabbitmq.reply-to".into()),
+    )
+    .await;
+    let request = wait_get(&responder, "rpc").await;
+    let address = request
+        .delivery
+        .properties
+        .reply_to()
+        .clone()
+        .expect("reply_to")
+        .to_string();
+    assert!(address.starts_with("amq.rabbitmq.reply-to."), "{address}");
+    publish(&responder, &address, "pong", BasicProperties::default()).await;
+    let reply = within(replies.next()).await.expect("reply").expect("ok");
+    assert_eq!(reply.data, b"pong");
+    assert_eq!(reply.routing_key.as_str(), address);
+
+    let ch = within(c.create_channel()).await.expect("channel");
+    let r = within(ch.basic_consume(
+        "amq.rabbitmq.reply-to".into(),
+        "".into(),
+        Default::default(),
+        FieldTable::default(),
+    ))
+    .await;
+    assert_code(r.map(|_| ()), 406);
+    let ch = within(c.create_channel()).await.expect("channel");
+    let props = BasicProperties::default().with_reply_to("amq.rabbitmq.reply-to".into());
+    assert_eq!(
+        publish_error(&ch, "", "rpc", b"ping", props).await,
+        Some(406)
+    );
+}

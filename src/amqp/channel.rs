@@ -127,6 +127,8 @@ pub(crate) struct Channel {
     pub limiter: Arc<ChannelLimiter>,
     pub confirm: bool,
     pub confirms: Confirms,
+    /// Direct reply-to consumer: (tag, token).
+    pub reply_to: Option<(Arc<str>, String)>,
     pub tx: Option<TxState>,
 }
 
@@ -145,6 +147,7 @@ impl Channel {
             limiter: Arc::new(ChannelLimiter::default()),
             confirm: false,
             confirms: Confirms::default(),
+            reply_to: None,
             tx: None,
         }
     }

@@ -503,6 +503,7 @@ impl Connection {
     /// Cancels the channel's consumers and requeues its unacked messages.
     async fn release_channel(&mut self, ch: &mut Channel) {
         ch.content = None;
+        self.drop_reply_to(ch);
         for (_, c) in ch.consumers.drain() {
             c.queue.cancel(c.id).await;
         }
@@ -529,6 +530,41 @@ impl Connection {
                     ch.confirms.outcome(seq, ok);
                     if !self.confirm_dirty.contains(&channel) {
                         self.confirm_dirty.push(channel);
+                    }
+                }
+            }
+            ConsumerEvent::DirectReply {
+                channel,
+                channel_uid,
+                tag,
+                msg,
+            } => {
+                let frame_max = self.frame_max;
+                let closing = self.closing.is_some();
+                let out = &mut self.out;
+                if let Some(Some(ch)) = self.channels.get_mut(usize::from(channel)) {
+                    let live = ch.uid == channel_uid
+                        && ch.reply_to.as_ref().is_some_and(|(t, _)| *t == tag);
+                    if live && !ch.closing && !closing {
+                        let delivery_tag = ch.next_delivery_tag();
+                        codec::encode_deliver(
+                            out,
+                            channel,
+                            &codec::DeliverFields {
+                                consumer_tag: &tag,
+                                delivery_tag,
+                                redelivered: false,
+                                exchange: msg.exchange.as_str(),
+                                routing_key: msg.routing_key.as_str(),
+                            },
+                        );
+                        codec::encode_content(
+                            out,
+                            channel,
+                            msg.raw_properties(),
+                            msg.body(),
+                            frame_max,
+                        );
                     }
                 }
             }

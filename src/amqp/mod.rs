@@ -7,6 +7,8 @@ pub(crate) mod connection;
 pub(crate) mod handshake;
 mod methods;
 
+pub use methods::ReplyTarget;
+
 use crate::broker::Broker;
 use bytes::BytesMut;
 use std::sync::Arc;

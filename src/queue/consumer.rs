@@ -27,6 +27,17 @@ pub enum ConsumerEvent {
         /// Stored (true) or failed (false).
         ok: bool,
     },
+    /// A direct reply-to message for a channel's reply consumer (no queue, no ack).
+    DirectReply {
+        /// Channel number.
+        channel: u16,
+        /// Unique id of the channel instance.
+        channel_uid: u64,
+        /// The reply consumer's tag.
+        tag: Arc<str>,
+        /// The reply.
+        msg: Arc<Message>,
+    },
     /// The queue went away under the consumer (basic.cancel to the client).
     Cancelled {
         /// Channel of the consumer.

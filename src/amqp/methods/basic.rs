@@ -72,6 +72,9 @@ impl Connection {
     }
 
     async fn basic_consume(&mut self, ch: &mut Channel, c: basic::Consume) -> AmqpResult<()> {
+        if c.queue.as_str() == super::REPLY_QUEUE {
+            return self.consume_reply_to(ch, c);
+        }
         let q = self.vhost.queue(c.queue.as_str())?;
         self.vhost.check_exclusive(&q, self.id)?;
         let tag: Arc<str> = match c.consumer_tag.as_str() {
@@ -119,6 +122,13 @@ impl Connection {
     }
 
     async fn basic_cancel(&mut self, ch: &mut Channel, c: basic::Cancel) -> AmqpResult<()> {
+        if ch
+            .reply_to
+            .as_ref()
+            .is_some_and(|(t, _)| t.as_ref() == c.consumer_tag.as_str())
+        {
+            self.drop_reply_to(ch);
+        }
         if let Some(consumer) = ch.consumers.remove(c.consumer_tag.as_str()) {
             consumer.queue.cancel(consumer.id).await;
         }

@@ -5,7 +5,11 @@ mod confirm;
 mod exchange;
 mod publish;
 mod queue;
+mod reply_to;
 mod tx;
+
+pub use reply_to::ReplyTarget;
+pub(crate) use reply_to::{is_reply_address, REPLY_QUEUE};
 
 use rand::Rng;
 

@@ -149,6 +149,16 @@ impl Connection {
                 x.name, self.vhost.name
             )));
         }
+        let msg = self.rewrite_reply_to(ch, msg)?;
+        if x.name.is_empty() && super::is_reply_address(msg.routing_key.as_str()) {
+            if !self.deliver_reply(msg.routing_key.as_str(), &msg) && p.mandatory {
+                self.return_unroutable(ch.id, &msg);
+            }
+            if ch.confirm {
+                ch.confirms.publish(0);
+            }
+            return Ok(());
+        }
         let (msg, extra_keys) = msg.sender_selected();
         let mut targets = std::mem::take(&mut self.route_buf);
         if x.name.is_empty() && extra_keys.is_empty() {
@@ -159,21 +169,7 @@ impl Connection {
             self.vhost.route(&x, &msg, &extra_keys, &mut targets);
         }
         if targets.is_empty() && p.mandatory {
-            codec::encode_return(
-                &mut self.out,
-                ch.id,
-                code::NO_ROUTE,
-                "NO_ROUTE",
-                msg.exchange.as_str(),
-                msg.routing_key.as_str(),
-            );
-            codec::encode_content(
-                &mut self.out,
-                ch.id,
-                msg.raw_properties(),
-                msg.body(),
-                self.frame_max,
-            );
+            self.return_unroutable(ch.id, &msg);
         }
         let seq = ch.confirms.next_seq();
         let mut waits = 0;
@@ -202,6 +198,25 @@ impl Connection {
         }
         self.route_buf = targets;
         Ok(())
+    }
+
+    /// basic.return 312 NO_ROUTE with the message.
+    fn return_unroutable(&mut self, channel: u16, msg: &Message) {
+        codec::encode_return(
+            &mut self.out,
+            channel,
+            code::NO_ROUTE,
+            "NO_ROUTE",
+            msg.exchange.as_str(),
+            msg.routing_key.as_str(),
+        );
+        codec::encode_content(
+            &mut self.out,
+            channel,
+            msg.raw_properties(),
+            msg.body(),
+            self.frame_max,
+        );
     }
 
     /// The exchange named by a publish, from the one-entry cache when it is still current.

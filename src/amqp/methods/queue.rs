@@ -29,6 +29,20 @@ impl Connection {
     }
 
     async fn queue_declare(&mut self, ch: &mut Channel, d: queue::Declare) -> AmqpResult<()> {
+        if d.passive && d.queue.as_str() == super::REPLY_QUEUE {
+            // The direct reply-to pseudo-queue always "exists", as in RabbitMQ.
+            if !d.nowait {
+                self.send_method(
+                    ch.id,
+                    AMQPClass::Queue(queue::AMQPMethod::DeclareOk(queue::DeclareOk {
+                        queue: d.queue,
+                        message_count: 0,
+                        consumer_count: 0,
+                    })),
+                );
+            }
+            return Ok(());
+        }
         let server_named = d.queue.as_str().is_empty() && !d.passive;
         let name = match server_named {
             true => generated_name("amq.gen-"),

@@ -1,0 +1,127 @@
+//! Direct reply-to (`amq.rabbitmq.reply-to`), as RabbitMQ does it: a channel consumes from the
+//! pseudo-queue in no-ack mode; its requests published with `reply_to = amq.rabbitmq.reply-to`
+//! get a private `amq.rabbitmq.reply-to.<token>` address; replies published to that routing key
+//! on the default exchange go straight to the requesting consumer, through no queue.
+
+use super::generated_name;
+use crate::amqp::channel::Channel;
+use crate::amqp::connection::Connection;
+use crate::error::{AmqpError, AmqpResult};
+use crate::message::Message;
+use crate::queue::consumer::{ConsumerEvent, ConsumerSink};
+use amq_protocol::protocol::{basic, AMQPClass};
+use std::sync::Arc;
+
+/// The pseudo-queue name.
+pub(crate) const REPLY_QUEUE: &str = "amq.rabbitmq.reply-to";
+const REPLY_PREFIX: &str = "amq.rabbitmq.reply-to.";
+
+/// Where replies for one token go.
+#[derive(Clone, Debug)]
+pub struct ReplyTarget {
+    /// The requester's connection inbox.
+    pub sink: ConsumerSink,
+    /// Its channel.
+    pub channel: u16,
+    /// That channel instance.
+    pub channel_uid: u64,
+    /// Its reply consumer's tag.
+    pub tag: Arc<str>,
+}
+
+impl Connection {
+    /// basic.consume on the pseudo-queue.
+    pub(crate) fn consume_reply_to(
+        &mut self,
+        ch: &mut Channel,
+        c: basic::Consume,
+    ) -> AmqpResult<()> {
+        if !c.no_ack {
+            return Err(AmqpError::precondition_failed(
+                "reply consumer cannot acknowledge",
+            ));
+        }
+        if ch.reply_to.is_some() {
+            return Err(AmqpError::precondition_failed("reply consumer already set"));
+        }
+        let tag: Arc<str> = match c.consumer_tag.as_str() {
+            "" => generated_name("amq.ctag-").into(),
+            t => t.into(),
+        };
+        let token = generated_name("");
+        self.broker.reply_targets().insert(
+            token.clone(),
+            ReplyTarget {
+                sink: self.sink.clone(),
+                channel: ch.id,
+                channel_uid: ch.uid,
+                tag: tag.clone(),
+            },
+        );
+        ch.reply_to = Some((tag.clone(), token));
+        if !c.nowait {
+            self.send_method(
+                ch.id,
+                AMQPClass::Basic(basic::AMQPMethod::ConsumeOk(basic::ConsumeOk {
+                    consumer_tag: tag.as_ref().into(),
+                })),
+            );
+        }
+        Ok(())
+    }
+
+    /// Forgets the channel's reply consumer (cancel or channel close).
+    pub(crate) fn drop_reply_to(&mut self, ch: &mut Channel) {
+        if let Some((_, token)) = ch.reply_to.take() {
+            self.broker.reply_targets().remove(&token);
+        }
+    }
+
+    /// Gives a request's `reply_to = amq.rabbitmq.reply-to` the channel's private address.
+    pub(crate) fn rewrite_reply_to(
+        &self,
+        ch: &Channel,
+        msg: Arc<Message>,
+    ) -> AmqpResult<Arc<Message>> {
+        let props = msg.properties();
+        if props.reply_to().as_ref().map(|r| r.as_str()) != Some(REPLY_QUEUE) {
+            return Ok(msg);
+        }
+        let Some((_, token)) = &ch.reply_to else {
+            return Err(AmqpError::precondition_failed(
+                "fast reply consumer does not exist",
+            ));
+        };
+        let address = format!("{REPLY_PREFIX}{token}");
+        Ok(Arc::new(msg.with_properties(
+            &props.with_reply_to(address.into()),
+            None,
+            None,
+        )))
+    }
+
+    /// Delivers a reply addressed to `amq.rabbitmq.reply-to.<token>`; false when no requester
+    /// has that token any more.
+    pub(crate) fn deliver_reply(&self, routing_key: &str, msg: &Arc<Message>) -> bool {
+        let Some(token) = routing_key.strip_prefix(REPLY_PREFIX) else {
+            return false;
+        };
+        let Some(target) = self.broker.reply_targets().get(token).map(|t| t.clone()) else {
+            return false;
+        };
+        target
+            .sink
+            .send(ConsumerEvent::DirectReply {
+                channel: target.channel,
+                channel_uid: target.channel_uid,
+                tag: target.tag,
+                msg: msg.clone(),
+            })
+            .is_ok()
+    }
+}
+
+/// Whether a routing key addresses a direct reply.
+pub(crate) fn is_reply_address(routing_key: &str) -> bool {
+    routing_key.starts_with(REPLY_PREFIX)
+}
