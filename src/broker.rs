@@ -3,9 +3,9 @@
 
 use crate::auth::User;
 use crate::config::Config;
-use crate::exchange::{Destination, ExchangeKind};
+use crate::exchange::Destination;
 use crate::queue::QueueShared;
-use crate::store::schema::{self, flags};
+use crate::store::schema;
 use crate::store::{Op, Recovered, Store, StoreError};
 use crate::vhost::VHost;
 use dashmap::DashMap;
@@ -23,6 +23,7 @@ pub struct Broker {
     users: DashMap<String, User>,
     next_id: AtomicU64,
     reply_targets: DashMap<String, crate::amqp::ReplyTarget>,
+    delayer: std::sync::OnceLock<crate::delayed::Delayer>,
 }
 
 impl Broker {
@@ -35,6 +36,7 @@ impl Broker {
             users: DashMap::new(),
             next_id: AtomicU64::new(1),
             reply_targets: DashMap::new(),
+            delayer: std::sync::OnceLock::new(),
             store,
             config,
         });
@@ -42,7 +44,23 @@ impl Broker {
         Ok(b)
     }
 
-    fn restore(self: &Arc<Self>, r: Recovered) {
+    fn restore(self: &Arc<Self>, mut r: Recovered) {
+        let delayed = std::mem::take(&mut r.delayed)
+            .into_iter()
+            .map(|(due, id, vhost, exchange, msg)| crate::delayed::Delayed {
+                due,
+                id,
+                vhost,
+                exchange,
+                msg: Arc::new(msg),
+                stored: true,
+            })
+            .collect();
+        let _ = self.delayer.set(crate::delayed::Delayer::start(
+            Arc::downgrade(self),
+            self.store.clone(),
+            delayed,
+        ));
         let mut vhosts = r.vhosts;
         let mut users = r.users;
         if r.fresh {
@@ -69,16 +87,9 @@ impl Broker {
                 .insert(name.clone(), User::new(&name, &pass, &tags));
         }
         for x in r.exchanges {
-            let (Some(v), Some(kind)) = (self.vhost(&x.vhost), ExchangeKind::parse(&x.kind)) else {
-                continue;
-            };
-            v.restore_exchange(
-                &x.name,
-                kind,
-                x.flags & flags::AUTO_DELETE != 0,
-                x.flags & flags::INTERNAL != 0,
-                x.arguments,
-            );
+            if let Some(v) = self.vhost(&x.vhost) {
+                v.restore_exchange(&x.name, &x.kind, x.flags, x.arguments);
+            }
         }
         let mut max_id = 0;
         for q in r.queues {
@@ -119,6 +130,11 @@ impl Broker {
     /// A user by name.
     pub fn user(&self, name: &str) -> Option<User> {
         self.users.get(name).map(|u| u.clone())
+    }
+
+    /// The scheduler of x-delayed-message exchanges.
+    pub fn delayer(&self) -> Option<&crate::delayed::Delayer> {
+        self.delayer.get()
     }
 
     /// Direct reply-to consumers by token.

@@ -968,3 +968,127 @@ async fn direct_reply_to_round_trip_and_misuse() {
         Some(406)
     );
 }
+
+async fn declare_delayed(ch: &Channel, name: &str, durable: bool) {
+    within(ch.exchange_declare(
+        name.into(),
+        lapin::ExchangeKind::Custom("x-delayed-message".into()),
+        ExchangeDeclareOptions {
+            durable,
+            ..Default::default()
+        },
+        args(&[("x-delayed-type", s("direct"))]),
+    ))
+    .await
+    .expect("delayed exchange");
+}
+
+fn delayed_props(ms: i32) -> BasicProperties {
+    BasicProperties::default().with_headers(args(&[("x-delay", AMQPValue::LongInt(ms))]))
+}
+
+#[tokio::test]
+async fn delayed_message_exchange_holds_messages_for_their_delay() {
+    let b = start().await;
+    let (c, ch) = b.channel().await;
+    declare_delayed(&ch, "later", false).await;
+    declare(&ch, "q", FieldTable::default()).await;
+    within(ch.queue_bind(
+        "q".into(),
+        "later".into(),
+        "k".into(),
+        Default::default(),
+        FieldTable::default(),
+    ))
+    .await
+    .expect("bind");
+    within(ch.basic_publish(
+        "later".into(),
+        "k".into(),
+        Default::default(),
+        b"delayed",
+        delayed_props(300),
+    ))
+    .await
+    .expect("publish");
+    within(ch.basic_publish(
+        "later".into(),
+        "k".into(),
+        Default::default(),
+        b"now",
+        BasicProperties::default(),
+    ))
+    .await
+    .expect("publish");
+    assert_eq!(
+        get(&ch, "q").await.expect("immediate").delivery.data,
+        b"now"
+    );
+    assert!(
+        get(&ch, "q").await.is_none(),
+        "the delayed one is still held"
+    );
+    let m = wait_get(&ch, "q").await;
+    assert_eq!(m.delivery.data, b"delayed");
+    assert_eq!(m.delivery.exchange.as_str(), "later");
+    let ch = within(c.create_channel()).await.expect("channel");
+    assert_code(
+        within(ch.exchange_declare(
+            "bad".into(),
+            lapin::ExchangeKind::Custom("x-delayed-message".into()),
+            Default::default(),
+            FieldTable::default(),
+        ))
+        .await,
+        406,
+    );
+}
+
+#[tokio::test]
+async fn pending_delays_survive_a_restart() {
+    let b = start().await;
+    {
+        let (_c, ch) = b.channel().await;
+        within(ch.confirm_select(Default::default()))
+            .await
+            .expect("confirm");
+        declare_delayed(&ch, "later", true).await;
+        within(ch.queue_declare(
+            "q".into(),
+            QueueDeclareOptions {
+                durable: true,
+                ..Default::default()
+            },
+            FieldTable::default(),
+        ))
+        .await
+        .expect("q");
+        within(ch.queue_bind(
+            "q".into(),
+            "later".into(),
+            "k".into(),
+            Default::default(),
+            FieldTable::default(),
+        ))
+        .await
+        .expect("bind");
+        let props = delayed_props(700).with_delivery_mode(2);
+        let c = within(ch.basic_publish(
+            "later".into(),
+            "k".into(),
+            Default::default(),
+            b"retry",
+            props,
+        ))
+        .await
+        .expect("publish");
+        assert!(
+            within(c).await.expect("confirm").is_ack(),
+            "confirmed once stored"
+        );
+    }
+    let b = b.restart().await;
+    let (_c, ch) = b.channel().await;
+    let m = wait_get(&ch, "q").await;
+    assert_eq!(m.delivery.data, b"retry");
+}

@@ -18,6 +18,22 @@ pub type Dests<'a> = smallvec::SmallVec<[&'a Destination; 8]>;
 
 pub use headers::{parse_x_match, values_equal};
 
+/// The delayed-message exchange type (RabbitMQ's plugin, built in here).
+pub const DELAYED_TYPE: &str = "x-delayed-message";
+
+/// Resolves a declared type name and arguments to (routing kind, delayed); None when unknown.
+/// An `x-delayed-message` exchange routes as its `x-delayed-type` argument says.
+pub fn resolve_type(type_name: &str, arguments: &FieldTable) -> Option<(ExchangeKind, bool)> {
+    if type_name == DELAYED_TYPE {
+        let inner = arguments
+            .inner()
+            .get("x-delayed-type")
+            .and_then(crate::queue::args::text)?;
+        return ExchangeKind::parse(&inner).map(|k| (k, true));
+    }
+    ExchangeKind::parse(type_name).map(|k| (k, false))
+}
+
 /// Exchange types Warren implements.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum ExchangeKind {
@@ -221,6 +237,8 @@ pub struct Exchange {
     pub arguments: FieldTable,
     /// The `alternate-exchange` argument: where unroutable messages go.
     pub alternate: Option<String>,
+    /// An `x-delayed-message` exchange (routing like `kind` once a message's `x-delay` is over).
+    pub delayed: bool,
     bindings: RwLock<Bindings>,
     /// Set when the exchange is deleted, so cached handles notice.
     deleted: AtomicBool,
@@ -254,11 +272,27 @@ impl Exchange {
             internal,
             arguments,
             alternate,
+            delayed: false,
             bindings: RwLock::new(Bindings {
                 all: Vec::new(),
                 matcher,
             }),
             deleted: AtomicBool::new(false),
+        }
+    }
+
+    /// Makes it an `x-delayed-message` exchange.
+    pub fn into_delayed(mut self) -> Self {
+        self.delayed = true;
+        self
+    }
+
+    /// The type name it was declared with.
+    pub fn type_name(&self) -> &'static str {
+        if self.delayed {
+            DELAYED_TYPE
+        } else {
+            self.kind.as_str()
         }
     }
 

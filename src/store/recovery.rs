@@ -2,8 +2,8 @@
 //! messages (from the index table, never the bodies) and how far it had been delivered.
 
 use super::schema::{
-    self, flags, BINDINGS, DELIVERED, EXCHANGES, MESSAGES, PERMISSIONS, QUEUES, QUEUE_INDEX, USERS,
-    VHOSTS,
+    self, flags, BINDINGS, DELAYED, DELIVERED, EXCHANGES, MESSAGES, PERMISSIONS, QUEUES,
+    QUEUE_INDEX, USERS, VHOSTS,
 };
 use super::StoreError;
 use amq_protocol::types::FieldTable;
@@ -76,6 +76,8 @@ pub struct Recovered {
     pub queues: Vec<RecoveredQueue>,
     /// Bindings.
     pub bindings: Vec<RecoveredBinding>,
+    /// Delayed messages: (due Unix ms, id, vhost, exchange, message).
+    pub delayed: Vec<(u64, u64, String, String, crate::message::Message)>,
 }
 
 fn io<E: std::fmt::Display>(e: E) -> StoreError {
@@ -97,6 +99,7 @@ pub(super) fn create_tables(txn: &WriteTransaction) -> Result<(), StoreError> {
     txn.open_table(MESSAGES).map_err(io)?;
     txn.open_table(QUEUE_INDEX).map_err(io)?;
     txn.open_table(DELIVERED).map_err(io)?;
+    txn.open_table(DELAYED).map_err(io)?;
     Ok(())
 }
 
@@ -208,6 +211,22 @@ pub(super) fn recover(db: &Database, fresh: bool) -> Result<Recovered, StoreErro
                 key: text(p[4]),
                 arguments: schema::decode_table(p[5]).unwrap_or_default(),
             });
+        }
+        for e in txn.open_table(DELAYED).map_err(io)?.iter().map_err(io)? {
+            let (k, v) = e.map_err(io)?;
+            let (due, id) = k.value();
+            let Some(p) = schema::decode_parts(v.value()) else {
+                continue;
+            };
+            let [vhost, exchange, stored] = p.as_slice() else {
+                continue;
+            };
+            let Some(msg) = schema::decode_message(stored).and_then(|(x, rk, pl, data)| {
+                crate::message::Message::from_stored(x, rk, pl, data)
+            }) else {
+                continue;
+            };
+            r.delayed.push((due, id, text(vhost), text(exchange), msg));
         }
         orphans
     };

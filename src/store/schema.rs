@@ -40,6 +40,9 @@ pub fn index_entry(size: usize, priority: u8) -> u64 {
 pub fn index_parts(v: u64) -> (u32, u8) {
     (v as u32, (v >> 32) as u8)
 }
+/// (due time in Unix milliseconds, id) → encoded (vhost, exchange, message): messages held
+/// by x-delayed-message exchanges.
+pub const DELAYED: TableDefinition<(u64, u64), &[u8]> = TableDefinition::new("delayed");
 /// Queue id → highest sequence ever handed to a consumer (for the redelivered flag).
 pub const DELIVERED: TableDefinition<u64, u64> = TableDefinition::new("delivered");
 

@@ -4,7 +4,7 @@
 //! is in progress, so messages per fsync rise with the publish rate.
 
 use super::schema::{
-    self, BINDINGS, DELIVERED, EXCHANGES, MESSAGES, QUEUES, QUEUE_INDEX, USERS, VHOSTS,
+    self, BINDINGS, DELAYED, DELIVERED, EXCHANGES, MESSAGES, QUEUES, QUEUE_INDEX, USERS, VHOSTS,
 };
 use crate::confirm::ConfirmToken;
 use crate::message::Message;
@@ -54,6 +54,14 @@ pub(crate) enum Op {
     },
     DeleteBinding {
         key: Vec<u8>,
+    },
+    PutDelayed {
+        key: (u64, u64),
+        value: Vec<u8>,
+        token: Option<ConfirmToken>,
+    },
+    DeleteDelayed {
+        key: (u64, u64),
     },
     PutVhost(String),
     PutUser {
@@ -156,7 +164,9 @@ pub(crate) fn run(
         stats.ops.fetch_add(batch.len() as u64, Ordering::Relaxed);
         for op in batch.drain(..) {
             match op {
-                Op::PutMessage { token: Some(t), .. } => t.complete(ok),
+                Op::PutMessage { token: Some(t), .. } | Op::PutDelayed { token: Some(t), .. } => {
+                    t.complete(ok)
+                }
                 Op::Barrier(tx) => {
                     let _ = tx.send(ok);
                 }
@@ -182,6 +192,7 @@ fn apply(db: &Database, batch: &[Op]) -> Result<(), redb::Error> {
         let mut bindings = txn.open_table(BINDINGS)?;
         let mut vhosts = txn.open_table(VHOSTS)?;
         let mut users = txn.open_table(USERS)?;
+        let mut delayed = txn.open_table(DELAYED)?;
         for op in batch {
             match op {
                 Op::PutMessage {
@@ -228,6 +239,12 @@ fn apply(db: &Database, batch: &[Op]) -> Result<(), redb::Error> {
                 }
                 Op::DeleteBinding { key } => {
                     bindings.remove(key.as_slice())?;
+                }
+                Op::PutDelayed { key, value, .. } => {
+                    delayed.insert(*key, value.as_slice())?;
+                }
+                Op::DeleteDelayed { key } => {
+                    delayed.remove(*key)?;
                 }
                 Op::PutVhost(name) => {
                     vhosts.insert(name.as_str(), ())?;

@@ -3,7 +3,9 @@
 //! frame. Registries are DashMaps of cheap handles; no guard is held across `.await`.
 
 use crate::error::{AmqpError, AmqpResult};
-use crate::exchange::{parse_x_match, Binding, Destination, Exchange, ExchangeKind};
+use crate::exchange::{
+    parse_x_match, resolve_type, Binding, Destination, Exchange, ExchangeKind, DELAYED_TYPE,
+};
 use crate::queue::args::QueueArgs;
 use crate::queue::{QueueRef, QueueShared};
 use crate::store::schema::{self, flags};
@@ -161,7 +163,7 @@ impl VHost {
         self.store.submit(Op::PutExchange {
             key: self.entity_key(&x.name),
             value: schema::encode_parts(&[
-                x.kind.as_str().as_bytes(),
+                x.type_name().as_bytes(),
                 &[f],
                 &schema::encode_table(&x.arguments),
             ]),
@@ -216,22 +218,25 @@ impl VHost {
     pub fn restore_exchange(
         &self,
         name: &str,
-        kind: ExchangeKind,
-        auto_delete: bool,
-        internal: bool,
+        type_name: &str,
+        flag_bits: u8,
         arguments: FieldTable,
     ) {
-        self.exchanges.insert(
+        let Some((kind, delayed)) = resolve_type(type_name, &arguments) else {
+            return;
+        };
+        let mut x = Exchange::new(
             name.to_owned(),
-            Arc::new(Exchange::new(
-                name.to_owned(),
-                kind,
-                true,
-                auto_delete,
-                internal,
-                arguments,
-            )),
+            kind,
+            true,
+            flag_bits & flags::AUTO_DELETE != 0,
+            flag_bits & flags::INTERNAL != 0,
+            arguments,
         );
+        if delayed {
+            x = x.into_delayed();
+        }
+        self.exchanges.insert(name.to_owned(), Arc::new(x));
     }
 
     /// Registers a queue read from the store.
@@ -313,8 +318,14 @@ impl VHost {
             self.exchange(name)?;
             return Ok(());
         }
-        let kind = ExchangeKind::parse(type_name).ok_or_else(|| {
-            AmqpError::precondition_failed(format!("invalid exchange type '{type_name}'"))
+        let (kind, delayed) = resolve_type(type_name, &o.arguments).ok_or_else(|| {
+            if type_name == DELAYED_TYPE {
+                AmqpError::precondition_failed(
+                    "Invalid argument, 'x-delayed-type' must be an existing exchange type",
+                )
+            } else {
+                AmqpError::precondition_failed(format!("invalid exchange type '{type_name}'"))
+            }
         })?;
         let existing = match self.exchanges.entry(name.to_owned()) {
             dashmap::mapref::entry::Entry::Occupied(e) => e.get().clone(),
@@ -324,14 +335,18 @@ impl VHost {
                         "exchange name '{name}' contains reserved prefix 'amq.*'"
                     )));
                 }
-                let x = Arc::new(Exchange::new(
+                let mut x = Exchange::new(
                     name.to_owned(),
                     kind,
                     o.durable,
                     o.auto_delete,
                     o.internal,
                     o.arguments.clone(),
-                ));
+                );
+                if delayed {
+                    x = x.into_delayed();
+                }
+                let x = Arc::new(x);
                 if x.durable {
                     self.persist_exchange(&x);
                 }
@@ -345,12 +360,8 @@ impl VHost {
                 "inequivalent arg '{arg}' for {what}: received '{got}' but current is '{cur}'"
             ))
         };
-        if existing.kind != kind {
-            return Err(neq(
-                "type",
-                kind.as_str().into(),
-                existing.kind.as_str().into(),
-            ));
+        if existing.kind != kind || existing.delayed != delayed {
+            return Err(neq("type", type_name.into(), existing.type_name().into()));
         }
         if existing.durable != o.durable {
             return Err(neq(

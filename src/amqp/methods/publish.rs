@@ -150,6 +150,28 @@ impl Connection {
             )));
         }
         let msg = self.rewrite_reply_to(ch, msg)?;
+        if x.delayed {
+            if let (Some(delay), Some(delayer)) =
+                (crate::delayed::delay_of(&msg), self.broker.delayer())
+            {
+                // Held until the delay is over; stored (and confirmed after the commit) when the
+                // exchange is durable.
+                let token = (ch.confirm && x.durable).then(|| {
+                    ConfirmToken::for_channel(
+                        self.sink.clone(),
+                        ch.id,
+                        ch.uid,
+                        ch.confirms.next_seq(),
+                    )
+                });
+                let waits = u32::from(token.is_some());
+                delayer.schedule(&self.vhost.name, &x.name, msg, delay, x.durable, token);
+                if ch.confirm {
+                    ch.confirms.publish(waits);
+                }
+                return Ok(());
+            }
+        }
         if x.name.is_empty() && super::is_reply_address(msg.routing_key.as_str()) {
             if !self.deliver_reply(msg.routing_key.as_str(), &msg) && p.mandatory {
                 self.return_unroutable(ch.id, &msg);
