@@ -49,7 +49,7 @@ async fn get(ch: &Channel, q: &str) -> Option<lapin::message::BasicGetMessage> {
 
 /// Polls a queue until a message arrives (dead-lettering is asynchronous).
 async fn wait_get(ch: &Channel, q: &str) -> lapin::message::BasicGetMessage {
-    for _ in 0..200 {
+    for _ in 0..500 {
         if let Some(m) = get(ch, q).await {
             return m;
         }
@@ -1007,7 +1007,7 @@ async fn delayed_message_exchange_holds_messages_for_their_delay() {
         "k".into(),
         Default::default(),
         b"delayed",
-        delayed_props(300),
+        delayed_props(1000),
     ))
     .await
     .expect("publish");
@@ -1091,4 +1091,50 @@ async fn pending_delays_survive_a_restart() {
     let (_c, ch) = b.channel().await;
     let m = wait_get(&ch, "q").await;
     assert_eq!(m.delivery.data, b"retry");
+}
+
+#[tokio::test]
+async fn a_ttl_keeps_running_across_a_restart() {
+    let b = start().await;
+    {
+        let (_c, ch) = b.channel().await;
+        within(ch.confirm_select(Default::default()))
+            .await
+            .expect("confirm");
+        let durable = QueueDeclareOptions {
+            durable: true,
+            ..Default::default()
+        };
+        within(ch.queue_declare(
+            "q".into(),
+            durable,
+            args(&[("x-message-ttl", AMQPValue::LongInt(1500))]),
+        ))
+        .await
+        .expect("q");
+        let props = BasicProperties::default().with_delivery_mode(2);
+        for body in [&b"short"[..], b"also"] {
+            let c = within(ch.basic_publish(
+                "".into(),
+                "q".into(),
+                Default::default(),
+                body,
+                props.clone(),
+            ))
+            .await
+            .expect("publish");
+            assert!(within(c).await.expect("confirm").is_ack());
+        }
+    }
+    let b = b.restart().await;
+    let (_c, ch) = b.channel().await;
+    assert_eq!(
+        get(&ch, "q").await.expect("not expired yet").delivery.data,
+        b"short"
+    );
+    tokio::time::sleep(Duration::from_millis(1700)).await;
+    assert!(
+        get(&ch, "q").await.is_none(),
+        "the recovered message expired on time"
+    );
 }

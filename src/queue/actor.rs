@@ -72,7 +72,7 @@ impl Consumer {
 /// A store write waiting for the end of the current batch (kept in order).
 #[derive(Debug)]
 enum Pending {
-    Put(u64, Arc<Message>, Option<ConfirmToken>),
+    Put(u64, Arc<Message>, Option<u64>, Option<ConfirmToken>),
     Op(Op),
 }
 
@@ -106,19 +106,21 @@ pub(super) fn start(
     shared: QueueRef,
     vhost: &Arc<VHost>,
     rx: mpsc::Receiver<QueueCmd>,
-    recovered: Vec<(u64, u32, u8)>,
+    recovered: Vec<crate::store::RecoveredMessage>,
     delivered: Option<u64>,
 ) {
-    let next_seq = recovered.iter().map(|m| m.0 + 1).max().unwrap_or(0);
+    let next_seq = recovered.iter().map(|m| m.seq + 1).max().unwrap_or(0);
     let mut ready = ReadyList::new(shared.args.max_priority);
-    for (seq, size, priority) in recovered {
-        let priority = ready.level_of(Some(priority));
+    let (now, unix_now) = (now_ms(), crate::delayed::unix_ms());
+    for m in recovered {
+        let priority = ready.level_of(Some(m.priority));
         ready.insert(Ready {
-            seq,
+            seq: m.seq,
             msg: None,
-            redelivered: delivered.is_some_and(|d| seq <= d),
-            expires: None,
-            size: u64::from(size),
+            redelivered: delivered.is_some_and(|d| m.seq <= d),
+            // A TTL keeps running across the restart.
+            expires: m.expires_at.map(|at| now + at.saturating_sub(unix_now)),
+            size: u64::from(m.size),
             returns: 0,
             priority,
         });
@@ -367,8 +369,10 @@ impl QueueActor {
             }
             for p in self.pending.drain(..) {
                 match p {
-                    Pending::Put(seq, msg, token) => {
-                        self.store.put_message(id, seq, msg, token).await
+                    Pending::Put(seq, msg, expires_at, token) => {
+                        self.store
+                            .put_message(id, seq, msg, expires_at, token)
+                            .await
                     }
                     Pending::Op(op) => self.store.submit(op),
                 }
@@ -390,15 +394,17 @@ impl QueueActor {
                     }
                     return;
                 }
-                if self.shared.persists(&msg) {
-                    self.pending.push(Pending::Put(seq, msg.clone(), token));
-                } else if let Some(t) = token {
-                    t.complete(true);
-                }
                 let ttl = match (self.shared.args.message_ttl, msg.expiration_ms) {
                     (Some(a), Some(b)) => Some(a.min(b)),
                     (a, b) => a.or(b),
                 };
+                if self.shared.persists(&msg) {
+                    let expires_at = ttl.map(|t| crate::delayed::unix_ms().saturating_add(t));
+                    self.pending
+                        .push(Pending::Put(seq, msg.clone(), expires_at, token));
+                } else if let Some(t) = token {
+                    t.complete(true);
+                }
                 let priority = self.ready.level_of(msg.priority);
                 self.ready.insert(Ready {
                     seq,

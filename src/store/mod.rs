@@ -7,7 +7,9 @@ mod recovery;
 pub mod schema;
 mod writer;
 
-pub use recovery::{Recovered, RecoveredBinding, RecoveredExchange, RecoveredQueue};
+pub use recovery::{
+    Recovered, RecoveredBinding, RecoveredExchange, RecoveredMessage, RecoveredQueue,
+};
 
 use crate::confirm::ConfirmToken;
 use crate::message::Message;
@@ -227,6 +229,7 @@ impl Store {
         queue: u64,
         seq: u64,
         msg: Arc<Message>,
+        expires_at: Option<u64>,
         token: Option<ConfirmToken>,
     ) {
         let stats = &self.inner.stats;
@@ -244,6 +247,7 @@ impl Store {
             queue,
             seq,
             msg,
+            expires_at,
             token,
         });
     }
@@ -341,7 +345,7 @@ mod tests {
                     let (token, rx) = ConfirmToken::waiter();
                     let seq = u64::from(t * 1000 + i);
                     store
-                        .put_message(7, seq, message(seq as u32), Some(token))
+                        .put_message(7, seq, message(seq as u32), None, Some(token))
                         .await;
                     waits.push(rx);
                 }
@@ -404,7 +408,7 @@ mod tests {
     async fn put(store: &Store, seq: u64) -> bool {
         let (token, rx) = ConfirmToken::waiter();
         store
-            .put_message(1, seq, message(seq as u32), Some(token))
+            .put_message(1, seq, message(seq as u32), None, Some(token))
             .await;
         rx.await.unwrap_or(false)
     }
@@ -459,21 +463,23 @@ mod tests {
                 ]),
             });
             for seq in 0..10 {
-                store.put_message(3, seq, message(seq as u32), None).await;
+                store
+                    .put_message(3, seq, message(seq as u32), None, None)
+                    .await;
             }
             store.submit(Op::DeleteMessages {
                 queue: 3,
                 seqs: vec![0, 5, 9],
             });
             // An index entry of a queue that does not exist is dropped at recovery.
-            store.put_message(99, 1, message(1), None).await;
+            store.put_message(99, 1, message(1), None, None).await;
             assert!(store.sync().await);
             store.close().await;
         }
         let (store, recovered) = Store::open(dir.path(), 8 << 20).expect("reopen");
         assert!(!recovered.fresh);
         assert_eq!(recovered.queues.len(), 1);
-        let seqs: Vec<u64> = recovered.queues[0].messages.iter().map(|m| m.0).collect();
+        let seqs: Vec<u64> = recovered.queues[0].messages.iter().map(|m| m.seq).collect();
         assert_eq!(seqs, vec![1, 2, 3, 4, 6, 7, 8]);
         assert!(store.read_messages(99, 0, 10).expect("read").is_empty());
         store.close().await;

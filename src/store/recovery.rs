@@ -2,7 +2,7 @@
 //! messages (from the index table, never the bodies) and how far it had been delivered.
 
 use super::schema::{
-    self, flags, BINDINGS, DELAYED, DELIVERED, EXCHANGES, MESSAGES, PERMISSIONS, QUEUES,
+    self, flags, BINDINGS, DELAYED, DELIVERED, EXCHANGES, EXPIRES, MESSAGES, PERMISSIONS, QUEUES,
     QUEUE_INDEX, USERS, VHOSTS,
 };
 use super::StoreError;
@@ -25,6 +25,19 @@ pub struct RecoveredExchange {
     pub arguments: FieldTable,
 }
 
+/// A stored message as recovery sees it (its body stays on disk).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RecoveredMessage {
+    /// Sequence number in its queue.
+    pub seq: u64,
+    /// Body size.
+    pub size: u32,
+    /// Priority.
+    pub priority: u8,
+    /// Expiry, Unix milliseconds.
+    pub expires_at: Option<u64>,
+}
+
 /// A durable queue read back.
 #[derive(Debug)]
 pub struct RecoveredQueue {
@@ -38,8 +51,8 @@ pub struct RecoveredQueue {
     pub flags: u8,
     /// Arguments.
     pub arguments: FieldTable,
-    /// Its stored messages in order: (sequence, body size, priority).
-    pub messages: Vec<(u64, u32, u8)>,
+    /// Its stored messages in sequence order.
+    pub messages: Vec<RecoveredMessage>,
     /// Highest sequence delivered before the restart (0 when none).
     pub delivered: Option<u64>,
 }
@@ -100,6 +113,7 @@ pub(super) fn create_tables(txn: &WriteTransaction) -> Result<(), StoreError> {
     txn.open_table(QUEUE_INDEX).map_err(io)?;
     txn.open_table(DELIVERED).map_err(io)?;
     txn.open_table(DELAYED).map_err(io)?;
+    txn.open_table(EXPIRES).map_err(io)?;
     Ok(())
 }
 
@@ -176,6 +190,11 @@ pub(super) fn recover(db: &Database, fresh: bool) -> Result<Recovered, StoreErro
                 delivered: delivered.get(&id).copied(),
             });
         }
+        let mut expiries = HashMap::new();
+        for e in txn.open_table(EXPIRES).map_err(io)?.iter().map_err(io)? {
+            let (k, v) = e.map_err(io)?;
+            expiries.insert(k.value(), v.value());
+        }
         let mut orphans = Vec::new();
         for e in txn
             .open_table(QUEUE_INDEX)
@@ -187,7 +206,12 @@ pub(super) fn recover(db: &Database, fresh: bool) -> Result<Recovered, StoreErro
             let (id, seq) = k.value();
             let (size, priority) = schema::index_parts(v.value());
             match by_id.get(&id) {
-                Some(&i) => r.queues[i].messages.push((seq, size, priority)),
+                Some(&i) => r.queues[i].messages.push(RecoveredMessage {
+                    seq,
+                    size,
+                    priority,
+                    expires_at: expiries.get(&(id, seq)).copied(),
+                }),
                 None => {
                     if orphans.last() != Some(&id) {
                         orphans.push(id);

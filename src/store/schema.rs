@@ -43,6 +43,8 @@ pub fn index_parts(v: u64) -> (u32, u8) {
 /// (due time in Unix milliseconds, id) → encoded (vhost, exchange, message): messages held
 /// by x-delayed-message exchanges.
 pub const DELAYED: TableDefinition<(u64, u64), &[u8]> = TableDefinition::new("delayed");
+/// (queue id, sequence) → expiry in Unix milliseconds, for stored messages with a TTL.
+pub const EXPIRES: TableDefinition<(u64, u64), u64> = TableDefinition::new("expires");
 /// Queue id → highest sequence ever handed to a consumer (for the redelivered flag).
 pub const DELIVERED: TableDefinition<u64, u64> = TableDefinition::new("delivered");
 

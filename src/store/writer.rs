@@ -4,7 +4,8 @@
 //! is in progress, so messages per fsync rise with the publish rate.
 
 use super::schema::{
-    self, BINDINGS, DELAYED, DELIVERED, EXCHANGES, MESSAGES, QUEUES, QUEUE_INDEX, USERS, VHOSTS,
+    self, BINDINGS, DELAYED, DELIVERED, EXCHANGES, EXPIRES, MESSAGES, QUEUES, QUEUE_INDEX, USERS,
+    VHOSTS,
 };
 use crate::confirm::ConfirmToken;
 use crate::message::Message;
@@ -24,6 +25,8 @@ pub(crate) enum Op {
         queue: u64,
         seq: u64,
         msg: Arc<Message>,
+        /// When it expires, Unix milliseconds (a TTL survives a restart).
+        expires_at: Option<u64>,
         token: Option<ConfirmToken>,
     },
     DeleteMessages {
@@ -193,11 +196,19 @@ fn apply(db: &Database, batch: &[Op]) -> Result<(), redb::Error> {
         let mut vhosts = txn.open_table(VHOSTS)?;
         let mut users = txn.open_table(USERS)?;
         let mut delayed = txn.open_table(DELAYED)?;
+        let mut expires = txn.open_table(EXPIRES)?;
         for op in batch {
             match op {
                 Op::PutMessage {
-                    queue, seq, msg, ..
+                    queue,
+                    seq,
+                    msg,
+                    expires_at,
+                    ..
                 } => {
+                    if let Some(at) = expires_at {
+                        expires.insert((*queue, *seq), *at)?;
+                    }
                     let value = schema::encode_message(
                         msg.exchange.as_str(),
                         msg.routing_key.as_str(),
@@ -212,6 +223,7 @@ fn apply(db: &Database, batch: &[Op]) -> Result<(), redb::Error> {
                 }
                 Op::DeleteMessages { queue, seqs } => {
                     for seq in seqs {
+                        expires.remove((*queue, *seq))?;
                         messages.remove((*queue, *seq))?;
                         index.remove((*queue, *seq))?;
                     }
@@ -232,6 +244,7 @@ fn apply(db: &Database, batch: &[Op]) -> Result<(), redb::Error> {
                     queues.remove(key.as_slice())?;
                     messages.retain_in((*id, 0)..=(*id, u64::MAX), |_, _| false)?;
                     index.retain_in((*id, 0)..=(*id, u64::MAX), |_, _| false)?;
+                    expires.retain_in((*id, 0)..=(*id, u64::MAX), |_, _| false)?;
                     delivered.remove(*id)?;
                 }
                 Op::PutBinding { key } => {
