@@ -72,7 +72,10 @@ impl Connection {
             }
         }
         pc.props_len = h.raw_properties.len();
-        pc.data = BytesMut::with_capacity(pc.props_len + h.body_size as usize);
+        // Reserve what a declared size promises only up to a bound: a client could declare huge
+        // bodies on many channels and never send them.
+        const UPFRONT: u64 = 1 << 20;
+        pc.data = BytesMut::with_capacity(pc.props_len + h.body_size.min(UPFRONT) as usize);
         pc.data.extend_from_slice(&h.raw_properties);
         let complete = h.body_size == 0;
         pc.header = Some(*h);
