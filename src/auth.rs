@@ -3,34 +3,78 @@
 
 use amq_protocol::types::{AMQPValue, FieldTable};
 
-/// A broker user.
+/// A broker user. The password is kept only as RabbitMQ's `rabbit_password_hashing_sha256`
+/// hash: base64 of a 4-byte random salt followed by SHA-256(salt ++ password), so hashes move
+/// between RabbitMQ definitions and Warren unchanged.
 #[derive(Clone, Debug)]
 pub struct User {
     /// Name.
     pub name: String,
-    /// Password (hashing arrives with the management and security work).
-    password: String,
+    /// Salt (4 bytes) followed by the SHA-256 digest.
+    password_hash: Vec<u8>,
     /// Tags (administrator, monitoring...).
     pub tags: Vec<String>,
 }
 
+fn salted_digest(salt: &[u8], password: &str) -> Vec<u8> {
+    use sha2::{Digest, Sha256};
+    let mut h = Sha256::new();
+    h.update(salt);
+    h.update(password.as_bytes());
+    let mut out = salt.to_vec();
+    out.extend_from_slice(&h.finalize());
+    out
+}
+
+/// Hashes a password with a fresh salt, as RabbitMQ does; returns the base64 form.
+pub fn hash_password(password: &str) -> String {
+    use base64::Engine;
+    let salt: [u8; 4] = rand::random();
+    base64::engine::general_purpose::STANDARD.encode(salted_digest(&salt, password))
+}
+
 impl User {
-    /// A user with a password.
+    /// A user with a password (hashed here; the plain text is not kept).
     pub fn new(name: &str, password: &str, tags: &[&str]) -> Self {
-        User {
+        Self::with_hash(name, &hash_password(password), tags).unwrap_or_else(|| User {
             name: name.to_owned(),
-            password: password.to_owned(),
-            tags: tags.iter().map(|t| (*t).to_owned()).collect(),
-        }
+            password_hash: Vec::new(),
+            tags: Vec::new(),
+        })
     }
 
-    /// Compares a password in time independent of where the first difference is.
-    pub fn password_matches(&self, given: &str) -> bool {
-        let (a, b) = (self.password.as_bytes(), given.as_bytes());
-        let mut diff = u8::from(a.len() != b.len());
-        for i in 0..a.len().max(b.len()) {
-            diff |= a.get(i).copied().unwrap_or(0) ^ b.get(i).copied().unwrap_or(0);
+    /// A user from a base64 `rabbit_password_hashing_sha256` hash; None when it is not one.
+    pub fn with_hash(name: &str, hash_b64: &str, tags: &[&str]) -> Option<Self> {
+        use base64::Engine;
+        let password_hash = base64::engine::general_purpose::STANDARD
+            .decode(hash_b64)
+            .ok()?;
+        if password_hash.len() != 4 + 32 {
+            return None;
         }
+        Some(User {
+            name: name.to_owned(),
+            password_hash,
+            tags: tags.iter().map(|t| (*t).to_owned()).collect(),
+        })
+    }
+
+    /// The base64 hash, as stored and exported.
+    pub fn password_hash(&self) -> String {
+        use base64::Engine;
+        base64::engine::general_purpose::STANDARD.encode(&self.password_hash)
+    }
+
+    /// Checks a password, comparing digests in constant time.
+    pub fn password_matches(&self, given: &str) -> bool {
+        if self.password_hash.len() != 36 {
+            return false;
+        }
+        let candidate = salted_digest(&self.password_hash[..4], given);
+        let diff = candidate
+            .iter()
+            .zip(&self.password_hash)
+            .fold(0u8, |acc, (a, b)| acc | (a ^ b));
         diff == 0
     }
 }
@@ -99,6 +143,18 @@ mod tests {
             parse_response("AMQPLAIN", &buf[4..]),
             Some(("u".into(), "p".into()))
         );
+    }
+
+    #[test]
+    fn rabbitmq_hashes_are_accepted() {
+        // RabbitMQ's documented example: password "test12" with salt 908D C60A.
+        let u = User::with_hash("u", "kI3GCqW5JLMJa4iX1lo7X4D6XbYqlLgxIs30+P6tENUV2POR", &[])
+            .expect("hash");
+        assert!(u.password_matches("test12"));
+        assert!(!u.password_matches("test13"));
+        assert!(User::with_hash("u", "not base64!", &[]).is_none());
+        let v = User::with_hash("v", &u.password_hash(), &[]).expect("round trip");
+        assert!(v.password_matches("test12"));
     }
 
     #[test]

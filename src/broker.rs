@@ -70,21 +70,28 @@ impl Broker {
                 self.config.default_vhost.clone(),
             );
             self.store.submit(Op::PutVhost(vhost.clone()));
+            let hash = crate::auth::hash_password(&pass);
             self.store.submit(Op::PutUser {
                 name: user.clone(),
-                value: schema::encode_parts(&[pass.as_bytes(), b"administrator"]),
+                value: schema::encode_parts(&[hash.as_bytes(), b"administrator"]),
             });
             vhosts.push(vhost);
-            users.push((user, pass, vec!["administrator".into()]));
+            users.push((user, hash, vec!["administrator".into()]));
         }
         for name in vhosts {
             self.vhosts
                 .insert(name.clone(), VHost::new(&name, self.store.clone()));
         }
-        for (name, pass, tags) in users {
+        for (name, hash, tags) in users {
             let tags: Vec<&str> = tags.iter().map(String::as_str).collect();
-            self.users
-                .insert(name.clone(), User::new(&name, &pass, &tags));
+            match User::with_hash(&name, &hash, &tags) {
+                Some(u) => {
+                    self.users.insert(name.clone(), u);
+                }
+                None => {
+                    tracing::error!(user = %name, "stored password hash is invalid; user skipped")
+                }
+            }
         }
         for x in r.exchanges {
             if let Some(v) = self.vhost(&x.vhost) {

@@ -470,3 +470,46 @@ async fn a_message_of_the_maximum_size_persists_byte_exact() {
     assert_eq!(got.delivery.data.len(), max);
     assert!(got.delivery.data == body, "body changed");
 }
+
+#[tokio::test]
+async fn passwords_are_stored_as_rabbitmq_sha256_hashes() {
+    let b = start_with(|c| c.default_pass = "s3cret-pass".into()).await;
+    let dir = b.dir.path().to_owned();
+    let TestBroker { server, dir: tmp } = b;
+    within(server.shutdown()).await;
+    {
+        use redb::ReadableDatabase;
+        let db = redb::Database::create(dir.join(warren::store::DB_FILE)).expect("db");
+        let txn = db.begin_read().expect("read");
+        let users = txn.open_table(warren::store::schema::USERS).expect("users");
+        let value = users
+            .get("guest")
+            .expect("get")
+            .expect("guest stored")
+            .value()
+            .to_vec();
+        assert!(
+            !value.windows(11).any(|w| w == b"s3cret-pass"),
+            "plain-text password in the store"
+        );
+        let parts = warren::store::schema::decode_parts(&value).expect("parts");
+        let user = warren::auth::User::with_hash(
+            "guest",
+            std::str::from_utf8(parts[0]).expect("utf8"),
+            &[],
+        )
+        .expect("a rabbit_password_hashing_sha256 hash");
+        assert!(user.password_matches("s3cret-pass"));
+    }
+    let config = Config {
+        amqp_listen: "127.0.0.1:0".parse().expect("addr"),
+        data_dir: dir.clone(),
+        ..Config::default()
+    };
+    let server = Server::start(config).await.expect("restart");
+    let url = format!("amqp://guest:s3cret-pass@{}/%2f", server.amqp_addr);
+    within(lapin::Connection::connect(&url, Default::default()))
+        .await
+        .expect("login with the stored hash");
+    drop(tmp);
+}

@@ -81,7 +81,7 @@ pub struct Recovered {
     pub fresh: bool,
     /// Virtual hosts.
     pub vhosts: Vec<String>,
-    /// Users: (name, password, tags).
+    /// Users: (name, base64 password hash, tags).
     pub users: Vec<(String, String, Vec<String>)>,
     /// Exchanges.
     pub exchanges: Vec<RecoveredExchange>,
