@@ -33,6 +33,9 @@ pub struct Config {
     pub handshake_timeout: u64,
     /// Page cache of the embedded store, bytes.
     pub store_cache_bytes: usize,
+    /// Milliseconds a consumer may hold a delivery unacknowledged before its channel is closed
+    /// with 406 (RabbitMQ's `consumer_timeout`, 30 minutes); 0 disables.
+    pub consumer_timeout: u64,
 }
 
 impl Default for Config {
@@ -51,6 +54,7 @@ impl Default for Config {
             cluster_name: "warren@localhost".into(),
             handshake_timeout: 10,
             store_cache_bytes: 32 << 20,
+            consumer_timeout: 1_800_000,
         }
     }
 }

@@ -1138,3 +1138,37 @@ async fn a_ttl_keeps_running_across_a_restart() {
         "the recovered message expired on time"
     );
 }
+
+#[tokio::test]
+async fn consumer_timeout_closes_the_channel_with_406_and_requeues() {
+    use amq_protocol::protocol::{basic as b, AMQPClass};
+    use common::raw::{method, Raw};
+    let broker = start().await;
+    let (_c, ch) = broker.channel().await;
+    declare(
+        &ch,
+        "slow",
+        args(&[("x-consumer-timeout", AMQPValue::LongInt(100))]),
+    )
+    .await;
+    publish(&ch, "slow", "held", BasicProperties::default()).await;
+    let mut r = Raw::open(broker.server.amqp_addr).await;
+    r.send(&method(
+        1,
+        AMQPClass::Basic(b::AMQPMethod::Consume(b::Consume {
+            queue: "slow".into(),
+            consumer_tag: "c".into(),
+            no_local: false,
+            no_ack: false,
+            exclusive: false,
+            nowait: false,
+            arguments: FieldTable::default(),
+        })),
+    ))
+    .await;
+    // The delivery arrives, is never acked, and the channel is closed for it.
+    assert_eq!(r.channel_close_code().await, Some((1, 406)));
+    let m = wait_get(&ch, "slow").await;
+    assert_eq!(m.delivery.data, b"held");
+    assert!(m.delivery.redelivered);
+}

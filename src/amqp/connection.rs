@@ -568,6 +568,22 @@ impl Connection {
                     }
                 }
             }
+            ConsumerEvent::TimedOut { channel, timeout } => {
+                if self.closing.is_some() {
+                    return;
+                }
+                if let Some(mut ch) = self.channel_slot(channel).take() {
+                    if !ch.closing {
+                        let e = AmqpError::precondition_failed(format!(
+                            "delivery acknowledgement on channel {channel} timed out. Timeout value used: \
+                             {timeout} ms. This timeout value can be configured, see consumers doc guide \
+                             to learn more"
+                        ));
+                        self.close_channel(&mut ch, e).await;
+                    }
+                    *self.channel_slot(channel) = Some(ch);
+                }
+            }
             ConsumerEvent::Cancelled { channel, tag } => {
                 let notify = self.cancel_notify && self.closing.is_none();
                 let Some(ch) = self.open_channel(channel) else {

@@ -45,12 +45,16 @@ struct Unacked {
     msg: Arc<Message>,
     consumer: Option<u64>,
     returns: u32,
+    /// When it was handed to a consumer (consumer timeout), on `now_ms`'s clock.
+    since: u64,
 }
 
 #[derive(Debug)]
 struct Consumer {
     spec: ConsumerSpec,
     unacked: u32,
+    /// Its channel was told to close for a timed-out delivery.
+    timed_out: bool,
 }
 
 impl Consumer {
@@ -157,10 +161,15 @@ impl QueueActor {
                 .expires
                 .filter(|_| self.consumers.is_empty())
                 .map(|e| self.last_used + e);
-            let next_expiry = match (self.ready.front().and_then(|r| r.expires), idle_deadline) {
-                (Some(a), Some(b)) => Some(a.min(b)),
-                (a, b) => a.or(b),
-            };
+            let timeout_check = self.next_timeout_check();
+            let next_expiry = [
+                self.ready.front().and_then(|r| r.expires),
+                idle_deadline,
+                timeout_check,
+            ]
+            .into_iter()
+            .flatten()
+            .min();
             let wake = async {
                 match next_expiry {
                     Some(at) => {
@@ -187,6 +196,7 @@ impl QueueActor {
             if !self.stopped {
                 self.expire_head();
                 self.expire_queue();
+                self.check_consumer_timeouts();
             }
             if !self.stopped {
                 self.deliver();
@@ -213,6 +223,44 @@ impl QueueActor {
                 if let Some(msg) = r.msg {
                     self.drop_message(r.seq, msg, Reason::Expired);
                 }
+            }
+        }
+    }
+
+    /// When to look for timed-out deliveries next: while a consumer with a timeout holds
+    /// unacknowledged messages, every min(timeout, 1 s).
+    fn next_timeout_check(&self) -> Option<u64> {
+        let shortest = self
+            .consumers
+            .iter()
+            .filter(|c| c.spec.timeout > 0 && c.unacked > 0 && !c.timed_out)
+            .map(|c| c.spec.timeout)
+            .min()?;
+        Some(now_ms() + shortest.min(1000))
+    }
+
+    /// Tells the channel of every consumer holding a delivery longer than its timeout to close
+    /// (406); closing the channel requeues its messages.
+    fn check_consumer_timeouts(&mut self) {
+        if !self
+            .consumers
+            .iter()
+            .any(|c| c.spec.timeout > 0 && c.unacked > 0 && !c.timed_out)
+        {
+            return;
+        }
+        let now = now_ms();
+        for u in self.unacked.values() {
+            let Some(id) = u.consumer else { continue };
+            let Some(c) = self.consumers.iter_mut().find(|c| c.spec.id == id) else {
+                continue;
+            };
+            if c.spec.timeout > 0 && !c.timed_out && now.saturating_sub(u.since) > c.spec.timeout {
+                c.timed_out = true;
+                let _ = c.spec.sink.send(ConsumerEvent::TimedOut {
+                    channel: c.spec.channel,
+                    timeout: c.spec.timeout,
+                });
             }
         }
     }
@@ -473,6 +521,7 @@ impl QueueActor {
                                 msg: msg.clone(),
                                 consumer: None,
                                 returns,
+                                since: now_ms(),
                             },
                         );
                     }
@@ -636,7 +685,14 @@ impl QueueActor {
         let pos = self
             .consumers
             .partition_point(|c| c.spec.priority >= spec.priority);
-        self.consumers.insert(pos, Consumer { spec, unacked: 0 });
+        self.consumers.insert(
+            pos,
+            Consumer {
+                spec,
+                unacked: 0,
+                timed_out: false,
+            },
+        );
         self.had_consumers = true;
         Ok(())
     }
@@ -734,6 +790,7 @@ impl QueueActor {
                         msg: msg.clone(),
                         consumer: Some(c.spec.id),
                         returns,
+                        since: now_ms(),
                     },
                 );
             }

@@ -41,6 +41,8 @@ pub struct QueueArgs {
     pub single_active_consumer: bool,
     /// x-max-priority (1-255).
     pub max_priority: Option<u8>,
+    /// x-consumer-timeout, milliseconds.
+    pub consumer_timeout: Option<u64>,
 }
 
 fn integer(v: &AMQPValue) -> Option<i128> {
@@ -158,6 +160,7 @@ impl QueueArgs {
             quorum,
             single_active_consumer,
             max_priority,
+            consumer_timeout: non_negative("x-consumer-timeout")?,
         })
     }
 
@@ -174,6 +177,15 @@ pub fn consumer_priority(args: &FieldTable) -> Option<i32> {
         None => Some(0),
         Some(v) => integer(v).map(|n| n.clamp(i128::from(i32::MIN), i128::from(i32::MAX)) as i32),
     }
+}
+
+/// The `x-consumer-timeout` consume argument, milliseconds, if a non-negative integer.
+pub fn consumer_timeout(args: &FieldTable) -> Option<u64> {
+    args.inner()
+        .get("x-consumer-timeout")
+        .and_then(integer)
+        .filter(|n| *n >= 0)
+        .map(|n| n.min(i128::from(u64::MAX)) as u64)
 }
 
 /// Parses a message's `expiration` property (milliseconds) as RabbitMQ does.

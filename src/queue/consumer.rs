@@ -38,6 +38,13 @@ pub enum ConsumerEvent {
         /// The reply.
         msg: Arc<Message>,
     },
+    /// A delivery stayed unacknowledged longer than the consumer timeout: close the channel.
+    TimedOut {
+        /// Channel number.
+        channel: u16,
+        /// The timeout that was exceeded, milliseconds.
+        timeout: u64,
+    },
     /// The queue went away under the consumer (basic.cancel to the client).
     Cancelled {
         /// Channel of the consumer.
@@ -98,6 +105,8 @@ pub struct ConsumerSpec {
     pub pending: Arc<AtomicU32>,
     /// Consumer priority (`x-priority`); higher is served first.
     pub priority: i32,
+    /// Milliseconds a delivery may stay unacknowledged (0: no limit).
+    pub timeout: u64,
 }
 
 /// Channel-wide prefetch (basic.qos global=true), shared by the channel's consumers on all queues.

@@ -106,6 +106,9 @@ impl Connection {
             limiter: ch.limiter.clone(),
             pending,
             priority,
+            timeout: crate::queue::args::consumer_timeout(&c.arguments)
+                .or(q.args.consumer_timeout)
+                .unwrap_or(self.broker.config.consumer_timeout),
         })
         .await?;
         ch.consumers
