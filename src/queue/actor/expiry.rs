@@ -1,0 +1,191 @@
+//! The parts of the queue task that retire messages: TTL expiry (head only), x-expires,
+//! consumer timeouts, max-length limits and dead-lettering.
+
+use super::{now_ms, unix_secs, QueueActor};
+use crate::message::Message;
+use crate::queue::args::Overflow;
+use crate::queue::consumer::ConsumerEvent;
+use crate::queue::deadletter::{self, Reason};
+use std::sync::Arc;
+
+impl QueueActor {
+    /// Drops expired messages from the head (only the head is checked, as in RabbitMQ, so a
+    /// queue without TTLs pays nothing and expiry never scans the queue).
+    pub(super) fn expire_head(&mut self) {
+        let now = now_ms();
+        while self
+            .ready
+            .front()
+            .is_some_and(|r| r.expires.is_some_and(|e| now > e))
+        {
+            if let Some(r) = self.pop_ready() {
+                if let Some(msg) = r.msg {
+                    self.drop_message(r.seq, msg, Reason::Expired);
+                }
+            }
+        }
+    }
+
+    /// When to look for timed-out deliveries next: while a consumer with a timeout holds
+    /// unacknowledged messages, every min(timeout, 1 s).
+    pub(super) fn next_timeout_check(&self) -> Option<u64> {
+        let shortest = self
+            .consumers
+            .iter()
+            .filter(|c| c.spec.timeout > 0 && c.unacked > 0 && !c.timed_out)
+            .map(|c| c.spec.timeout)
+            .min()?;
+        Some(now_ms() + shortest.min(1000))
+    }
+
+    /// Tells the channel of every consumer holding a delivery longer than its timeout to close
+    /// (406); closing the channel requeues its messages.
+    pub(super) fn check_consumer_timeouts(&mut self) {
+        if !self
+            .consumers
+            .iter()
+            .any(|c| c.spec.timeout > 0 && c.unacked > 0 && !c.timed_out)
+        {
+            return;
+        }
+        let now = now_ms();
+        for u in self.unacked.values() {
+            let Some(id) = u.consumer else { continue };
+            let Some(c) = self.consumers.iter_mut().find(|c| c.spec.id == id) else {
+                continue;
+            };
+            if c.spec.timeout > 0 && !c.timed_out && now.saturating_sub(u.since) > c.spec.timeout {
+                c.timed_out = true;
+                let _ = c.spec.sink.send(ConsumerEvent::TimedOut {
+                    channel: c.spec.channel,
+                    timeout: c.spec.timeout,
+                });
+            }
+        }
+    }
+
+    /// Deletes the queue when x-expires says it has been unused (no consumers, no get, no
+    /// redeclare) for long enough.
+    pub(super) fn expire_queue(&mut self) {
+        let Some(e) = self.shared.args.expires else {
+            return;
+        };
+        if self.consumers.is_empty() && now_ms() >= self.last_used + e {
+            if let Some(vhost) = self.vhost.upgrade() {
+                vhost.forget_queue(&self.shared);
+            }
+            self.stop();
+        }
+    }
+
+    /// Removes a message for good: from the store, and to the dead-letter exchange if any.
+    pub(super) fn drop_message(&mut self, seq: u64, msg: Arc<Message>, reason: Reason) {
+        if self.shared.persists(&msg) {
+            self.forget_stored(vec![seq]);
+        }
+        if self.shared.args.dead_letter_exchange.is_some() {
+            self.dead.push((msg, reason));
+        }
+    }
+
+    /// Republishes this batch's dead letters through the dead-letter exchange. The sends run
+    /// in their own task, so two queues dead-lettering into each other cannot deadlock.
+    pub(super) fn send_dead_letters(&mut self) {
+        if self.dead.is_empty() {
+            return;
+        }
+        let dead = std::mem::take(&mut self.dead);
+        let (Some(dlx), Some(vhost)) = (
+            self.shared.args.dead_letter_exchange.clone(),
+            self.vhost.upgrade(),
+        ) else {
+            return;
+        };
+        let Ok(x) = vhost.exchange(&dlx) else {
+            return;
+        };
+        let now = unix_secs();
+        let mut sends = Vec::new();
+        for (msg, reason) in dead {
+            let key = self
+                .shared
+                .args
+                .dead_letter_routing_key
+                .clone()
+                .unwrap_or_else(|| msg.routing_key.to_string());
+            let copy = Arc::new(deadletter::dead_letter_copy(
+                &msg,
+                &self.shared.name,
+                reason,
+                &dlx,
+                &key,
+                now,
+            ));
+            let mut targets = Vec::new();
+            vhost.route(&x, &copy, &[], &mut targets);
+            for q in targets {
+                if !deadletter::is_cycle(&copy, &q.name) {
+                    sends.push((q, copy.clone()));
+                }
+            }
+        }
+        if !sends.is_empty() {
+            tokio::spawn(async move {
+                for (q, m) in sends {
+                    q.publish(m, None).await;
+                }
+            });
+        }
+    }
+
+    /// Applies x-max-length / x-max-length-bytes to an incoming message; false when it is
+    /// refused.
+    pub(super) fn admit(&mut self, msg: &Arc<Message>) -> bool {
+        let args = &self.shared.args;
+        let size = msg.body_len() as u64;
+        let over = |len: usize, bytes: u64| {
+            args.max_length.is_some_and(|m| len as u64 > m)
+                || args.max_length_bytes.is_some_and(|m| bytes > m)
+        };
+        if !over(self.ready.len() + 1, self.ready.bytes() + size) {
+            return true;
+        }
+        match args.overflow {
+            Overflow::DropHead => true,
+            Overflow::RejectPublish => false,
+            Overflow::RejectPublishDlx => {
+                if args.dead_letter_exchange.is_some() {
+                    self.dead.push((msg.clone(), Reason::Maxlen));
+                }
+                false
+            }
+        }
+    }
+
+    /// With drop-head, drops (dead-letters) the oldest ready messages while over a limit.
+    pub(super) fn enforce_limits(&mut self) {
+        let args = self.shared.args.clone();
+        if args.overflow != Overflow::DropHead {
+            return;
+        }
+        while args.max_length.is_some_and(|m| self.ready.len() as u64 > m)
+            || args
+                .max_length_bytes
+                .is_some_and(|m| self.ready.bytes() > m)
+        {
+            if let Some(seq) = self
+                .ready
+                .front()
+                .filter(|r| r.msg.is_none())
+                .map(|r| r.seq)
+            {
+                self.load_from(seq);
+            }
+            let Some(r) = self.pop_ready() else { break };
+            match r.msg {
+                Some(msg) => self.drop_message(r.seq, msg, Reason::Maxlen),
+                None => self.forget_stored(vec![r.seq]),
+            }
+        }
+    }
+}
