@@ -162,7 +162,14 @@ pub(crate) fn run(
             tracing::error!(error = %e, "store commit failed; the batch's publishes are nacked");
             reopen(&shared, &reopener);
         }
-        stats.failing.store(!ok, Ordering::Release);
+        let was_failing = stats.failing.swap(!ok, Ordering::AcqRel);
+        if !ok && !was_failing {
+            tracing::error!(
+                "disk alarm raised: the store cannot write; persistent publishes are nacked"
+            );
+        } else if ok && was_failing {
+            tracing::warn!("disk alarm cleared: the store writes again");
+        }
         stats.commits.fetch_add(1, Ordering::Relaxed);
         stats.ops.fetch_add(batch.len() as u64, Ordering::Relaxed);
         for op in batch.drain(..) {
