@@ -193,37 +193,7 @@ async fn channel_beyond_channel_max_is_530() {
 #[tokio::test]
 async fn heartbeats_are_sent_and_a_silent_peer_is_dropped() {
     let b = start_with(|c| c.heartbeat = 1).await;
-    let mut r = Raw::connect(b.server.amqp_addr).await;
-    r.send(b"AMQP\x00\x00\x09\x01").await;
-    r.frame().await;
-    r.send(&method(
-        0,
-        AMQPClass::Connection(connection::AMQPMethod::StartOk(connection::StartOk {
-            client_properties: FieldTable::default(),
-            mechanism: "PLAIN".into(),
-            response: "\0guest\0guest".into(),
-            locale: "en_US".into(),
-        })),
-    ))
-    .await;
-    r.frame().await;
-    r.send(&method(
-        0,
-        AMQPClass::Connection(connection::AMQPMethod::TuneOk(connection::TuneOk {
-            channel_max: 10,
-            frame_max: 131_072,
-            heartbeat: 1,
-        })),
-    ))
-    .await;
-    r.send(&method(
-        0,
-        AMQPClass::Connection(connection::AMQPMethod::Open(connection::Open {
-            virtual_host: "/".into(),
-        })),
-    ))
-    .await;
-    r.frame().await;
+    let mut r = Raw::handshake(b.server.amqp_addr, 1).await;
     // The broker sends heartbeat frames while idle...
     let hb = r.read_exact_bytes(8).await.expect("heartbeat");
     assert_eq!(hb, [8, 0, 0, 0, 0, 0, 0, 0xCE]);

@@ -36,6 +36,24 @@ impl Raw {
 
     /// Connects and completes the handshake (PLAIN guest/guest, vhost /), opening channel 1.
     pub async fn open(addr: SocketAddr) -> Raw {
+        let mut r = Raw::handshake(addr, 0).await;
+        r.send(&method(
+            1,
+            AMQPClass::Channel(channel::AMQPMethod::Open(channel::Open {})),
+        ))
+        .await;
+        assert!(matches!(
+            r.frame().await,
+            Some(AMQPFrame::Method(
+                1,
+                AMQPClass::Channel(channel::AMQPMethod::OpenOk(_))
+            ))
+        ));
+        r
+    }
+
+    /// Connects and completes the handshake with the given heartbeat, opening no channel.
+    pub async fn handshake(addr: SocketAddr, heartbeat: u16) -> Raw {
         let mut r = Raw::connect(addr).await;
         r.send(b"AMQP\x00\x00\x09\x01").await;
         assert!(matches!(
@@ -64,7 +82,7 @@ impl Raw {
             AMQPClass::Connection(connection::AMQPMethod::TuneOk(connection::TuneOk {
                 channel_max: tune.channel_max,
                 frame_max: tune.frame_max,
-                heartbeat: 0,
+                heartbeat,
             })),
         ))
         .await;
@@ -80,18 +98,6 @@ impl Raw {
             Some(AMQPFrame::Method(
                 0,
                 AMQPClass::Connection(connection::AMQPMethod::OpenOk(_))
-            ))
-        ));
-        r.send(&method(
-            1,
-            AMQPClass::Channel(channel::AMQPMethod::Open(channel::Open {})),
-        ))
-        .await;
-        assert!(matches!(
-            r.frame().await,
-            Some(AMQPFrame::Method(
-                1,
-                AMQPClass::Channel(channel::AMQPMethod::OpenOk(_))
             ))
         ));
         r
