@@ -14,6 +14,7 @@ impl Connection {
     ) -> AmqpResult<()> {
         // Durable changes are committed before the reply (still in the output buffer) is sent.
         let mark = self.vhost.store.submitted();
+        let reply_at = self.out.len();
         let r = match m {
             exchange::AMQPMethod::Declare(d) => self.exchange_declare(ch, d),
             exchange::AMQPMethod::Delete(d) => self.exchange_delete(ch, d),
@@ -21,7 +22,11 @@ impl Connection {
             exchange::AMQPMethod::Unbind(u) => self.exchange_unbind(ch, u),
             _ => Err(AmqpError::command_invalid("unexpected exchange method")),
         };
-        self.vhost.store.sync_since(mark).await;
+        if !self.vhost.store.sync_since(mark).await && r.is_ok() {
+            // Take back the reply: the change is not durable.
+            self.out.truncate(reply_at);
+            return Err(AmqpError::internal("the change could not be stored"));
+        }
         r
     }
 

@@ -16,6 +16,7 @@ impl Connection {
     ) -> AmqpResult<()> {
         // Durable changes are committed before the reply (still in the output buffer) is sent.
         let mark = self.vhost.store.submitted();
+        let reply_at = self.out.len();
         let r = match m {
             queue::AMQPMethod::Declare(d) => self.queue_declare(ch, d).await,
             queue::AMQPMethod::Bind(b) => self.queue_bind(ch, b),
@@ -24,7 +25,11 @@ impl Connection {
             queue::AMQPMethod::Delete(d) => self.queue_delete(ch, d).await,
             _ => Err(AmqpError::command_invalid("unexpected queue method")),
         };
-        self.vhost.store.sync_since(mark).await;
+        if !self.vhost.store.sync_since(mark).await && r.is_ok() {
+            // Take back the reply: the change is not durable.
+            self.out.truncate(reply_at);
+            return Err(AmqpError::internal("the change could not be stored"));
+        }
         r
     }
 
