@@ -1172,3 +1172,52 @@ async fn consumer_timeout_closes_the_channel_with_406_and_requeues() {
     assert_eq!(m.delivery.data, b"held");
     assert!(m.delivery.redelivered);
 }
+
+#[tokio::test]
+async fn a_backlog_with_a_ttl_expires_without_consumers() {
+    let b = start().await;
+    let (_c, ch) = b.channel().await;
+    declare(
+        &ch,
+        "bulk",
+        args(&[("x-message-ttl", AMQPValue::LongInt(50))]),
+    )
+    .await;
+    within(ch.confirm_select(Default::default()))
+        .await
+        .expect("confirm");
+    let mut confirms = Vec::new();
+    for i in 0..5000u32 {
+        confirms.push(
+            within(ch.basic_publish(
+                "".into(),
+                "bulk".into(),
+                Default::default(),
+                &i.to_be_bytes(),
+                Default::default(),
+            ))
+            .await
+            .expect("publish"),
+        );
+    }
+    for c in confirms {
+        within(c).await.expect("confirm");
+    }
+    // Expiry walks the head only: the whole backlog drains by itself, oldest first.
+    let passive = QueueDeclareOptions {
+        passive: true,
+        ..Default::default()
+    };
+    let mut left = u32::MAX;
+    for _ in 0..500 {
+        left = within(ch.queue_declare("bulk".into(), passive, FieldTable::default()))
+            .await
+            .expect("passive")
+            .message_count();
+        if left == 0 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert_eq!(left, 0);
+}
