@@ -12,6 +12,7 @@ pub mod confirm;
 pub mod delayed;
 pub mod error;
 pub mod exchange;
+pub mod http;
 pub mod message;
 pub mod queue;
 pub mod store;
@@ -29,6 +30,8 @@ use tokio::task::JoinHandle;
 pub struct Server {
     /// Address the AMQP listener is bound to (useful with port 0).
     pub amqp_addr: SocketAddr,
+    /// Address the management HTTP API is bound to.
+    pub http_addr: SocketAddr,
     /// Shared broker state.
     pub broker: Arc<Broker>,
     shutdown: watch::Sender<bool>,
@@ -44,11 +47,20 @@ impl Server {
         let broker = Broker::open(config).map_err(|e| std::io::Error::other(e.to_string()))?;
         let listener = tokio::net::TcpListener::bind(broker.config.amqp_listen).await?;
         let amqp_addr = listener.local_addr()?;
+        let http_listener = tokio::net::TcpListener::bind(broker.config.http_listen).await?;
+        let http_addr = http_listener.local_addr()?;
         let (shutdown, rx) = watch::channel(false);
-        let task = tokio::spawn(amqp::serve(listener, broker.clone(), rx));
+        let http = tokio::spawn(http::serve(http_listener, broker.clone(), rx.clone()));
+        let amqp = tokio::spawn(amqp::serve(listener, broker.clone(), rx));
+        let task = tokio::spawn(async move {
+            let _ = amqp.await;
+            let _ = http.await;
+        });
         tracing::info!(%amqp_addr, "Warren {} listening", env!("CARGO_PKG_VERSION"));
+        tracing::info!(%http_addr, "management API listening");
         Ok(Server {
             amqp_addr,
+            http_addr,
             broker,
             shutdown,
             task,

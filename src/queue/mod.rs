@@ -63,6 +63,19 @@ pub struct GetResult {
     pub remaining: u32,
 }
 
+/// Counters of a queue for the management API.
+#[derive(Clone, Copy, Debug, Default, serde::Serialize)]
+pub struct QueueInfo {
+    /// Ready messages.
+    pub messages_ready: u32,
+    /// Delivered, not yet acknowledged.
+    pub messages_unacknowledged: u32,
+    /// Consumers.
+    pub consumers: u32,
+    /// Body bytes of the ready messages.
+    pub message_bytes_ready: u64,
+}
+
 /// Commands a queue task accepts.
 #[derive(Debug)]
 pub(crate) enum QueueCmd {
@@ -81,6 +94,7 @@ pub(crate) enum QueueCmd {
         reply: oneshot::Sender<AmqpResult<u32>>,
     },
     Stats(oneshot::Sender<(u32, u32)>),
+    Info(oneshot::Sender<QueueInfo>),
     Flush(oneshot::Sender<()>),
     Touch,
     Shutdown,
@@ -265,6 +279,11 @@ impl QueueShared {
             reply,
         })
         .await?
+    }
+
+    /// Counters for the management API.
+    pub async fn info(&self) -> AmqpResult<QueueInfo> {
+        self.ask(QueueCmd::Info).await
     }
 
     /// (ready messages, consumers).

@@ -2,6 +2,7 @@
 //! it, and helpers to read AMQP reply codes out of client errors.
 #![allow(dead_code)]
 
+pub mod http;
 pub mod raw;
 
 use lapin::{Connection, ConnectionProperties};
@@ -49,6 +50,7 @@ impl TestBroker {
         within(server.shutdown()).await;
         let config = Config {
             amqp_listen: "127.0.0.1:0".parse().expect("addr"),
+            http_listen: "127.0.0.1:0".parse().expect("addr"),
             data_dir: dir.path().to_owned(),
             ..Config::default()
         };
@@ -71,6 +73,7 @@ pub async fn start_with(adjust: impl FnOnce(&mut Config)) -> TestBroker {
     let dir = tempfile::tempdir().expect("tempdir");
     let mut config = Config {
         amqp_listen: "127.0.0.1:0".parse().expect("addr"),
+        http_listen: "127.0.0.1:0".parse().expect("addr"),
         data_dir: dir.path().to_owned(),
         ..Config::default()
     };

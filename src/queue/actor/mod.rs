@@ -402,6 +402,14 @@ impl QueueActor {
             QueueCmd::Stats(reply) => {
                 let _ = reply.send((self.ready.len() as u32, self.consumers.len() as u32));
             }
+            QueueCmd::Info(reply) => {
+                let _ = reply.send(super::QueueInfo {
+                    messages_ready: self.ready.len() as u32,
+                    messages_unacknowledged: self.unacked.len() as u32,
+                    consumers: self.consumers.len() as u32,
+                    message_bytes_ready: self.ready.bytes(),
+                });
+            }
             QueueCmd::Flush(reply) => self.flush_waiters.push(reply),
             QueueCmd::Touch => self.last_used = now_ms(),
             QueueCmd::Shutdown => self.stopped = true,

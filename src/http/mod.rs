@@ -1,0 +1,141 @@
+//! The management HTTP API (RabbitMQ's management plugin paths and JSON), served with axum on
+//! `http_listen`. It calls the same broker operations as AMQP. This first slice serves the
+//! overview, vhosts and queues; errors use RabbitMQ's `{"error", "reason"}` shape.
+
+mod overview;
+mod queues;
+
+use crate::auth::User;
+use crate::broker::Broker;
+use axum::extract::{FromRequestParts, State};
+use axum::http::request::Parts;
+use axum::http::{header, StatusCode};
+use axum::response::{Html, IntoResponse, Response};
+use axum::routing::get;
+use axum::{Json, Router};
+use std::sync::Arc;
+use tokio::net::TcpListener;
+use tokio::sync::watch;
+
+/// Shared state of the handlers.
+pub(crate) type AppState = Arc<Broker>;
+
+/// An API error in RabbitMQ's shape.
+#[derive(Debug)]
+pub(crate) struct ApiError {
+    status: StatusCode,
+    error: &'static str,
+    reason: String,
+}
+
+impl ApiError {
+    pub(crate) fn new(status: StatusCode, error: &'static str, reason: impl Into<String>) -> Self {
+        ApiError {
+            status,
+            error,
+            reason: reason.into(),
+        }
+    }
+
+    pub(crate) fn not_found() -> Self {
+        Self::new(StatusCode::NOT_FOUND, "Object Not Found", "Not Found")
+    }
+
+    fn unauthorized(reason: &str) -> Self {
+        Self::new(StatusCode::UNAUTHORIZED, "not_authorized", reason)
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        let body = Json(serde_json::json!({"error": self.error, "reason": self.reason}));
+        let mut resp = (self.status, body).into_response();
+        if self.status == StatusCode::UNAUTHORIZED {
+            resp.headers_mut().insert(
+                header::WWW_AUTHENTICATE,
+                header::HeaderValue::from_static("Basic realm=\"RabbitMQ Management\""),
+            );
+        }
+        resp
+    }
+}
+
+/// A user authenticated with HTTP basic auth whose tags allow the management API.
+pub(crate) struct Authenticated(#[allow(dead_code)] pub User);
+
+impl FromRequestParts<AppState> for Authenticated {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, broker: &AppState) -> Result<Self, ApiError> {
+        use base64::Engine;
+        let creds = parts
+            .headers
+            .get(header::AUTHORIZATION)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.strip_prefix("Basic "))
+            .and_then(|b| {
+                base64::engine::general_purpose::STANDARD
+                    .decode(b.trim())
+                    .ok()
+            })
+            .and_then(|raw| String::from_utf8(raw).ok())
+            .ok_or_else(|| ApiError::unauthorized("Not_Authorized"))?;
+        let (name, pass) = creds.split_once(':').unwrap_or((creds.as_str(), ""));
+        let user = broker
+            .user(name)
+            .filter(|u| u.password_matches(pass))
+            .ok_or_else(|| ApiError::unauthorized("Not_Authorized"))?;
+        let allowed = ["management", "administrator", "monitoring", "policymaker"];
+        if !user.tags.iter().any(|t| allowed.contains(&t.as_str())) {
+            return Err(ApiError::unauthorized("Not management user"));
+        }
+        Ok(Authenticated(user))
+    }
+}
+
+async fn index() -> Html<&'static str> {
+    Html(
+        "<!doctype html><title>Warren</title><h1>Warren</h1>\
+         <p>The RabbitMQ-compatible management HTTP API is served under <a href=\"/api/overview\">/api</a>.</p>",
+    )
+}
+
+async fn not_found(State(_): State<AppState>) -> ApiError {
+    ApiError::not_found()
+}
+
+/// The API's routes.
+pub(crate) fn router(broker: AppState) -> Router {
+    Router::new()
+        .route("/", get(index))
+        .route("/api/overview", get(overview::overview))
+        .route("/api/vhosts", get(overview::vhosts))
+        .route("/api/queues", get(queues::list_all))
+        .route("/api/queues/{vhost}", get(queues::list_vhost))
+        .route(
+            "/api/queues/{vhost}/{name}",
+            get(queues::show)
+                .put(queues::declare)
+                .delete(queues::delete),
+        )
+        .fallback(not_found)
+        .with_state(broker)
+}
+
+/// Serves the API until shutdown.
+pub async fn serve(
+    listener: TcpListener,
+    broker: Arc<Broker>,
+    mut shutdown: watch::Receiver<bool>,
+) {
+    let app = router(broker);
+    let stop = async move {
+        let _ = shutdown.changed().await;
+    };
+    if let Err(e) = axum::serve(listener, app)
+        .with_graceful_shutdown(stop)
+        .await
+    {
+        tracing::error!(error = %e, "management API stopped");
+    }
+}

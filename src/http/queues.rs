@@ -1,0 +1,187 @@
+//! `/api/queues[/{vhost}[/{name}]]`: list, show, declare (PUT) and delete, through the same vhost
+//! operations as AMQP.
+
+use super::{ApiError, AppState, Authenticated};
+use crate::queue::QueueRef;
+use crate::vhost::QueueOptions;
+use amq_protocol::types::{AMQPValue, FieldTable, LongString};
+use axum::extract::{Path, Query, State};
+use axum::http::StatusCode;
+use axum::Json;
+use serde::Deserialize;
+use serde_json::{json, Value};
+use std::collections::HashMap;
+
+/// An AMQP error as the API reports it: 400 with the reason text without its code name.
+fn bad_request(e: crate::error::AmqpError) -> ApiError {
+    let reason = e.text.split_once(" - ").map_or(e.text.as_str(), |(_, r)| r);
+    ApiError::new(StatusCode::BAD_REQUEST, "bad_request", reason)
+}
+
+/// Connection id the HTTP API acts as (it owns no exclusive queue).
+const HTTP_CONNECTION: u64 = 0;
+
+async fn describe(q: &QueueRef) -> Value {
+    let info = q.info().await.unwrap_or_default();
+    let arguments: serde_json::Map<String, Value> = q
+        .arguments
+        .inner()
+        .iter()
+        .map(|(k, v)| (k.to_string(), value_json(v)))
+        .collect();
+    json!({
+        "name": q.name,
+        "vhost": q.vhost,
+        "durable": q.durable,
+        "auto_delete": q.auto_delete,
+        "exclusive": q.exclusive_owner.is_some(),
+        "arguments": arguments,
+        "type": if q.args.quorum { "quorum" } else { "classic" },
+        "state": "running",
+        "messages": info.messages_ready + info.messages_unacknowledged,
+        "messages_ready": info.messages_ready,
+        "messages_unacknowledged": info.messages_unacknowledged,
+        "message_bytes_ready": info.message_bytes_ready,
+        "consumers": info.consumers,
+    })
+}
+
+fn value_json(v: &AMQPValue) -> Value {
+    match v {
+        AMQPValue::Boolean(b) => json!(b),
+        AMQPValue::LongString(s) => json!(String::from_utf8_lossy(s.as_bytes())),
+        AMQPValue::ShortString(s) => json!(s.as_str()),
+        AMQPValue::ShortShortInt(n) => json!(n),
+        AMQPValue::ShortShortUInt(n) => json!(n),
+        AMQPValue::ShortInt(n) => json!(n),
+        AMQPValue::ShortUInt(n) => json!(n),
+        AMQPValue::LongInt(n) => json!(n),
+        AMQPValue::LongUInt(n) => json!(n),
+        AMQPValue::LongLongInt(n) => json!(n),
+        AMQPValue::Float(n) => json!(n),
+        AMQPValue::Double(n) => json!(n),
+        other => json!(format!("{other:?}")),
+    }
+}
+
+fn json_value(v: &Value) -> Option<AMQPValue> {
+    Some(match v {
+        Value::Bool(b) => AMQPValue::Boolean(*b),
+        Value::Number(n) => match n.as_i64() {
+            Some(i) => AMQPValue::LongLongInt(i),
+            None => AMQPValue::Double(n.as_f64()?),
+        },
+        Value::String(s) => AMQPValue::LongString(LongString::from(s.as_bytes().to_vec())),
+        _ => return None,
+    })
+}
+
+async fn list(queues: Vec<QueueRef>) -> Json<Value> {
+    let mut queues = queues;
+    queues.sort_by(|a, b| (&a.vhost, &a.name).cmp(&(&b.vhost, &b.name)));
+    let mut out = Vec::with_capacity(queues.len());
+    for q in &queues {
+        out.push(describe(q).await);
+    }
+    Json(Value::Array(out))
+}
+
+pub(crate) async fn list_all(State(b): State<AppState>, _: Authenticated) -> Json<Value> {
+    list(b.vhosts().iter().flat_map(|v| v.queues()).collect()).await
+}
+
+pub(crate) async fn list_vhost(
+    State(b): State<AppState>,
+    _: Authenticated,
+    Path(vhost): Path<String>,
+) -> Result<Json<Value>, ApiError> {
+    let v = b.vhost(&vhost).ok_or_else(ApiError::not_found)?;
+    Ok(list(v.queues()).await)
+}
+
+pub(crate) async fn show(
+    State(b): State<AppState>,
+    _: Authenticated,
+    Path((vhost, name)): Path<(String, String)>,
+) -> Result<Json<Value>, ApiError> {
+    let v = b.vhost(&vhost).ok_or_else(ApiError::not_found)?;
+    let q = v.queue(&name).map_err(|_| ApiError::not_found())?;
+    Ok(Json(describe(&q).await))
+}
+
+/// Body of PUT /api/queues/{vhost}/{name}.
+#[derive(Debug, Default, Deserialize)]
+pub(crate) struct DeclareBody {
+    #[serde(default)]
+    durable: Option<bool>,
+    #[serde(default)]
+    auto_delete: bool,
+    #[serde(default)]
+    arguments: HashMap<String, Value>,
+}
+
+pub(crate) async fn declare(
+    State(b): State<AppState>,
+    _: Authenticated,
+    Path((vhost, name)): Path<(String, String)>,
+    body: Option<Json<DeclareBody>>,
+) -> Result<StatusCode, ApiError> {
+    let v = b.vhost(&vhost).ok_or_else(ApiError::not_found)?;
+    let body = body.map(|Json(b)| b).unwrap_or_default();
+    let mut arguments = FieldTable::default();
+    for (k, val) in &body.arguments {
+        let value = json_value(val).ok_or_else(|| {
+            ApiError::new(
+                StatusCode::BAD_REQUEST,
+                "bad_request",
+                format!("invalid value for argument {k}"),
+            )
+        })?;
+        arguments.insert(k.as_str().into(), value);
+    }
+    let existed = v.queue(&name).is_ok();
+    let options = QueueOptions {
+        durable: body.durable.unwrap_or(true),
+        auto_delete: body.auto_delete,
+        arguments,
+        ..QueueOptions::default()
+    };
+    let mark = v.store.submitted();
+    v.queue_declare(&name, &options, HTTP_CONNECTION)
+        .map_err(bad_request)?;
+    v.store.sync_since(mark).await;
+    Ok(if existed {
+        StatusCode::NO_CONTENT
+    } else {
+        StatusCode::CREATED
+    })
+}
+
+/// Query of DELETE /api/queues/{vhost}/{name}.
+#[derive(Debug, Default, Deserialize)]
+pub(crate) struct DeleteQuery {
+    #[serde(rename = "if-unused", default)]
+    if_unused: Option<String>,
+    #[serde(rename = "if-empty", default)]
+    if_empty: Option<String>,
+}
+
+pub(crate) async fn delete(
+    State(b): State<AppState>,
+    _: Authenticated,
+    Path((vhost, name)): Path<(String, String)>,
+    Query(q): Query<DeleteQuery>,
+) -> Result<StatusCode, ApiError> {
+    let v = b.vhost(&vhost).ok_or_else(ApiError::not_found)?;
+    v.queue(&name).map_err(|_| ApiError::not_found())?;
+    let flag = |f: &Option<String>| f.as_deref() == Some("true");
+    v.queue_delete(
+        &name,
+        flag(&q.if_unused),
+        flag(&q.if_empty),
+        HTTP_CONNECTION,
+    )
+    .await
+    .map_err(bad_request)?;
+    Ok(StatusCode::NO_CONTENT)
+}
