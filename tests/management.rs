@@ -170,3 +170,116 @@ async fn queues_can_be_listed_declared_and_deleted() {
     let r = request(addr, "GET", "/api/queues/nope", auth, None).await;
     assert_eq!(r.status, 404);
 }
+
+#[tokio::test]
+async fn exchanges_bindings_and_publish() {
+    let b = start().await;
+    let addr = b.server.http_addr;
+    let auth = Some(("guest", "guest"));
+    let xs = request(addr, "GET", "/api/exchanges/%2F", auth, None)
+        .await
+        .json();
+    assert!(xs.as_array().is_some_and(|a| a
+        .iter()
+        .any(|x| x["name"] == "amq.topic" && x["type"] == "topic")));
+    let d = request(addr, "GET", "/api/exchanges/%2F/amq.default", auth, None)
+        .await
+        .json();
+    assert_eq!(d["name"], "");
+    let r = request(
+        addr,
+        "PUT",
+        "/api/exchanges/%2F/events",
+        auth,
+        Some(r#"{"type":"topic","durable":true}"#),
+    )
+    .await;
+    assert_eq!(r.status, 201, "{}", r.body);
+    let r = request(
+        addr,
+        "PUT",
+        "/api/exchanges/%2F/events",
+        auth,
+        Some(r#"{"type":"fanout","durable":true}"#),
+    )
+    .await;
+    assert_eq!(r.status, 400, "inequivalent type");
+    let r = request(
+        addr,
+        "PUT",
+        "/api/queues/%2F/audit",
+        auth,
+        Some(r#"{"durable":true}"#),
+    )
+    .await;
+    assert_eq!(r.status, 201);
+    let r = request(
+        addr,
+        "POST",
+        "/api/bindings/%2F/e/events/q/audit",
+        auth,
+        Some(r#"{"routing_key":"order.*"}"#),
+    )
+    .await;
+    assert_eq!(r.status, 201, "{}", r.body);
+    assert!(
+        r.headers
+            .contains("/api/bindings/%2F/e/events/q/audit/order.*"),
+        "{}",
+        r.headers
+    );
+    let r = request(
+        addr,
+        "POST",
+        "/api/bindings/%2F/e/events/q/missing",
+        auth,
+        Some("{}"),
+    )
+    .await;
+    assert_eq!(r.status, 404);
+    let bs = request(addr, "GET", "/api/queues/%2F/audit/bindings", auth, None)
+        .await
+        .json();
+    let keys: Vec<&str> = bs
+        .as_array()
+        .expect("array")
+        .iter()
+        .filter_map(|b| b["routing_key"].as_str())
+        .collect();
+    assert_eq!(
+        keys,
+        vec!["audit", "order.*"],
+        "default-exchange binding first, then the topic one"
+    );
+    let all = request(addr, "GET", "/api/bindings/%2F", auth, None)
+        .await
+        .json();
+    assert!(all.as_array().is_some_and(|a| a
+        .iter()
+        .any(|b| b["source"] == "events" && b["destination_type"] == "queue")));
+    let r = request(addr, "POST", "/api/exchanges/%2F/events/publish", auth, Some(r#"{"routing_key":"order.created","payload":"hello","payload_encoding":"string","properties":{}}"#)).await;
+    assert_eq!(r.json()["routed"], true);
+    let r = request(addr, "POST", "/api/exchanges/%2F/events/publish", auth, Some(r#"{"routing_key":"user.created","payload":"aGk=","payload_encoding":"base64","properties":{}}"#)).await;
+    assert_eq!(r.json()["routed"], false);
+    // The message published over HTTP reaches AMQP consumers.
+    let (_c, ch) = b.channel().await;
+    let m = within(ch.basic_get("audit".into(), BasicGetOptions { no_ack: true }))
+        .await
+        .expect("get")
+        .expect("published over HTTP");
+    assert_eq!(m.delivery.data, b"hello");
+    assert_eq!(m.delivery.exchange.as_str(), "events");
+    let r = request(
+        addr,
+        "DELETE",
+        "/api/exchanges/%2F/events?if-unused=true",
+        auth,
+        None,
+    )
+    .await;
+    assert_eq!(r.status, 400, "still bound");
+    let r = request(addr, "DELETE", "/api/exchanges/%2F/events", auth, None).await;
+    assert_eq!(r.status, 204);
+    let r = request(addr, "GET", "/api/exchanges/%2F/events", auth, None).await;
+    assert_eq!(r.status, 404);
+}

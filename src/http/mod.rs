@@ -2,6 +2,7 @@
 //! `http_listen`. It calls the same broker operations as AMQP. This first slice serves the
 //! overview, vhosts and queues; errors use RabbitMQ's `{"error", "reason"}` shape.
 
+mod exchanges;
 mod overview;
 mod queues;
 
@@ -11,7 +12,7 @@ use axum::extract::{FromRequestParts, State};
 use axum::http::request::Parts;
 use axum::http::{header, StatusCode};
 use axum::response::{Html, IntoResponse, Response};
-use axum::routing::get;
+use axum::routing::{get, post};
 use axum::{Json, Router};
 use std::sync::Arc;
 use tokio::net::TcpListener;
@@ -117,6 +118,28 @@ pub(crate) fn router(broker: AppState) -> Router {
             get(queues::show)
                 .put(queues::declare)
                 .delete(queues::delete),
+        )
+        .route(
+            "/api/queues/{vhost}/{name}/bindings",
+            get(exchanges::queue_bindings),
+        )
+        .route("/api/exchanges", get(exchanges::list_all))
+        .route("/api/exchanges/{vhost}", get(exchanges::list_vhost))
+        .route(
+            "/api/exchanges/{vhost}/{name}",
+            get(exchanges::show)
+                .put(exchanges::declare)
+                .delete(exchanges::delete),
+        )
+        .route(
+            "/api/exchanges/{vhost}/{name}/publish",
+            post(exchanges::publish),
+        )
+        .route("/api/bindings", get(exchanges::bindings_all))
+        .route("/api/bindings/{vhost}", get(exchanges::bindings_vhost))
+        .route(
+            "/api/bindings/{vhost}/e/{exchange}/q/{queue}",
+            post(exchanges::bind_queue),
         )
         .fallback(not_found)
         .with_state(broker)

@@ -13,7 +13,7 @@ use serde_json::{json, Value};
 use std::collections::HashMap;
 
 /// An AMQP error as the API reports it: 400 with the reason text without its code name.
-fn bad_request(e: crate::error::AmqpError) -> ApiError {
+pub(crate) fn bad_request(e: crate::error::AmqpError) -> ApiError {
     let reason = e.text.split_once(" - ").map_or(e.text.as_str(), |(_, r)| r);
     ApiError::new(StatusCode::BAD_REQUEST, "bad_request", reason)
 }
@@ -23,12 +23,7 @@ const HTTP_CONNECTION: u64 = 0;
 
 async fn describe(q: &QueueRef) -> Value {
     let info = q.info().await.unwrap_or_default();
-    let arguments: serde_json::Map<String, Value> = q
-        .arguments
-        .inner()
-        .iter()
-        .map(|(k, v)| (k.to_string(), value_json(v)))
-        .collect();
+    let arguments = table_json(&q.arguments);
     json!({
         "name": q.name,
         "vhost": q.vhost,
@@ -44,6 +39,32 @@ async fn describe(q: &QueueRef) -> Value {
         "message_bytes_ready": info.message_bytes_ready,
         "consumers": info.consumers,
     })
+}
+
+/// A field table as JSON.
+pub(crate) fn table_json(t: &FieldTable) -> Value {
+    Value::Object(
+        t.inner()
+            .iter()
+            .map(|(k, v)| (k.to_string(), value_json(v)))
+            .collect(),
+    )
+}
+
+/// JSON arguments as a field table (400 on values AMQP cannot carry).
+pub(crate) fn json_table(args: &HashMap<String, Value>) -> Result<FieldTable, ApiError> {
+    let mut t = FieldTable::default();
+    for (k, val) in args {
+        let value = json_value(val).ok_or_else(|| {
+            ApiError::new(
+                StatusCode::BAD_REQUEST,
+                "bad_request",
+                format!("invalid value for argument {k}"),
+            )
+        })?;
+        t.insert(k.as_str().into(), value);
+    }
+    Ok(t)
 }
 
 fn value_json(v: &AMQPValue) -> Value {
@@ -128,17 +149,7 @@ pub(crate) async fn declare(
 ) -> Result<StatusCode, ApiError> {
     let v = b.vhost(&vhost).ok_or_else(ApiError::not_found)?;
     let body = body.map(|Json(b)| b).unwrap_or_default();
-    let mut arguments = FieldTable::default();
-    for (k, val) in &body.arguments {
-        let value = json_value(val).ok_or_else(|| {
-            ApiError::new(
-                StatusCode::BAD_REQUEST,
-                "bad_request",
-                format!("invalid value for argument {k}"),
-            )
-        })?;
-        arguments.insert(k.as_str().into(), value);
-    }
+    let arguments = json_table(&body.arguments)?;
     let existed = v.queue(&name).is_ok();
     let options = QueueOptions {
         durable: body.durable.unwrap_or(true),
