@@ -149,6 +149,11 @@ impl Broker {
         &self.reply_targets
     }
 
+    /// Every user.
+    pub fn users(&self) -> Vec<User> {
+        self.users.iter().map(|u| u.value().clone()).collect()
+    }
+
     /// A broker-unique id (connections, consumers, channels).
     pub fn next_id(&self) -> u64 {
         self.next_id.fetch_add(1, Ordering::Relaxed)

@@ -283,3 +283,19 @@ async fn exchanges_bindings_and_publish() {
     let r = request(addr, "GET", "/api/exchanges/%2F/events", auth, None).await;
     assert_eq!(r.status, 404);
 }
+
+#[tokio::test]
+async fn whoami_and_users_show_rabbitmq_password_hashes() {
+    let b = start().await;
+    let addr = b.server.http_addr;
+    let auth = Some(("guest", "guest"));
+    let me = request(addr, "GET", "/api/whoami", auth, None).await.json();
+    assert_eq!(me["name"], "guest");
+    assert_eq!(me["tags"][0], "administrator");
+    let users = request(addr, "GET", "/api/users", auth, None).await.json();
+    let guest = &users[0];
+    assert_eq!(guest["hashing_algorithm"], "rabbit_password_hashing_sha256");
+    let hash = guest["password_hash"].as_str().expect("hash");
+    assert!(warren::auth::User::with_hash("guest", hash, &[])
+        .is_some_and(|u| u.password_matches("guest")));
+}

@@ -62,7 +62,7 @@ impl IntoResponse for ApiError {
 }
 
 /// A user authenticated with HTTP basic auth whose tags allow the management API.
-pub(crate) struct Authenticated(#[allow(dead_code)] pub User);
+pub(crate) struct Authenticated(pub User);
 
 impl FromRequestParts<AppState> for Authenticated {
     type Rejection = ApiError;
@@ -111,6 +111,8 @@ pub(crate) fn router(broker: AppState) -> Router {
         .route("/", get(index))
         .route("/api/overview", get(overview::overview))
         .route("/api/vhosts", get(overview::vhosts))
+        .route("/api/whoami", get(overview::whoami))
+        .route("/api/users", get(overview::users))
         .route("/api/queues", get(queues::list_all))
         .route("/api/queues/{vhost}", get(queues::list_vhost))
         .route(

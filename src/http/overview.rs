@@ -1,4 +1,4 @@
-//! `/api/overview` and `/api/vhosts`.
+//! `/api/overview`, `/api/vhosts`, `/api/whoami` and `/api/users`.
 
 use super::{AppState, Authenticated};
 use axum::extract::State;
@@ -56,4 +56,24 @@ pub(crate) async fn vhosts(State(b): State<AppState>, _: Authenticated) -> Json<
             .map(|name| json!({"name": name, "description": "", "tags": [], "tracing": false}))
             .collect(),
     ))
+}
+
+fn user_json(u: &crate::auth::User) -> Value {
+    json!({
+        "name": u.name,
+        "password_hash": u.password_hash(),
+        "hashing_algorithm": "rabbit_password_hashing_sha256",
+        "tags": u.tags,
+        "limits": {},
+    })
+}
+
+pub(crate) async fn whoami(Authenticated(user): Authenticated) -> Json<Value> {
+    Json(json!({"name": user.name, "tags": user.tags}))
+}
+
+pub(crate) async fn users(State(b): State<AppState>, _: Authenticated) -> Json<Value> {
+    let mut users = b.users();
+    users.sort_by(|a, b| a.name.cmp(&b.name));
+    Json(Value::Array(users.iter().map(user_json).collect()))
 }
