@@ -231,7 +231,9 @@ impl Connection {
             match codec::decode(rbuf, self.frame_max) {
                 Ok(Some(frame)) => {
                     if let Err(e) = self.on_frame(frame).await {
-                        self.fail(e).await;
+                        // Channel errors were handled by their channel; what reaches here
+                        // closes the connection.
+                        self.close_connection(e);
                     }
                 }
                 Ok(None) => {
@@ -246,13 +248,6 @@ impl Connection {
                     return;
                 }
             }
-        }
-    }
-
-    async fn fail(&mut self, e: AmqpError) {
-        match e.scope {
-            Scope::Connection => self.close_connection(e),
-            Scope::Channel => {}
         }
     }
 
