@@ -79,6 +79,11 @@ impl User {
     }
 }
 
+/// RabbitMQ's `loopback_users`: the listed users may only connect from a loopback address.
+pub fn may_log_in_from(loopback_users: &[String], user: &str, ip: std::net::IpAddr) -> bool {
+    ip.is_loopback() || ip.to_canonical().is_loopback() || !loopback_users.iter().any(|u| u == user)
+}
+
 /// Mechanisms offered in connection.start.
 pub const MECHANISMS: &str = "PLAIN AMQPLAIN";
 
@@ -155,6 +160,19 @@ mod tests {
         assert!(User::with_hash("u", "not base64!", &[]).is_none());
         let v = User::with_hash("v", &u.password_hash(), &[]).expect("round trip");
         assert!(v.password_matches("test12"));
+    }
+
+    #[test]
+    fn loopback_users_only_from_loopback() {
+        let list = vec!["guest".to_owned()];
+        let remote: std::net::IpAddr = "192.0.2.7".parse().expect("ip");
+        let local: std::net::IpAddr = "127.0.0.1".parse().expect("ip");
+        let mapped: std::net::IpAddr = "::ffff:127.0.0.1".parse().expect("ip");
+        assert!(!may_log_in_from(&list, "guest", remote));
+        assert!(may_log_in_from(&list, "guest", local));
+        assert!(may_log_in_from(&list, "guest", mapped));
+        assert!(may_log_in_from(&list, "alice", remote));
+        assert!(may_log_in_from(&[], "guest", remote));
     }
 
     #[test]

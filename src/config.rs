@@ -33,6 +33,8 @@ pub struct Config {
     pub handshake_timeout: u64,
     /// Page cache of the embedded store, bytes.
     pub store_cache_bytes: usize,
+    /// Users that may only connect from a loopback address (RabbitMQ's `loopback_users`).
+    pub loopback_users: Vec<String>,
     /// Milliseconds a consumer may hold a delivery unacknowledged before its channel is closed
     /// with 406 (RabbitMQ's `consumer_timeout`, 30 minutes); 0 disables.
     pub consumer_timeout: u64,
@@ -55,6 +57,7 @@ impl Default for Config {
             handshake_timeout: 10,
             store_cache_bytes: 32 << 20,
             consumer_timeout: 1_800_000,
+            loopback_users: vec!["guest".into()],
         }
     }
 }

@@ -148,6 +148,7 @@ pub(crate) async fn negotiate(
     wr: &mut OwnedWriteHalf,
     buf: &mut BytesMut,
     (version_major, version_minor): (u8, u8),
+    peer: std::net::SocketAddr,
 ) -> Result<Opened, Refused> {
     let cfg = &broker.config;
     send(
@@ -194,12 +195,16 @@ pub(crate) async fn negotiate(
         }
         other => {
             let who = other.map(|(n, _)| n).unwrap_or_default();
-            tracing::warn!(user = %who, "login refused (mechanism {mechanism})");
+            tracing::warn!(user = %who, %peer, "login refused (mechanism {mechanism})");
             return Err(refused(format!(
                 "Login was refused using authentication mechanism {mechanism}. For details see the broker logfile."
             )));
         }
     };
+    if !auth::may_log_in_from(&cfg.loopback_users, &user, peer.ip()) {
+        tracing::warn!(user = %user, %peer, "login refused: user can only log in via localhost");
+        return Err(refused("User can only log in via localhost".into()));
+    }
     send(
         wr,
         AMQPClass::Connection(connection::AMQPMethod::Tune(connection::Tune {

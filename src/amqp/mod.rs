@@ -31,7 +31,7 @@ pub async fn serve(
             accepted = listener.accept() => match accepted {
                 Ok((socket, peer)) => {
                     tracing::debug!(%peer, "accepted connection");
-                    conns.spawn(handle(socket, broker.clone(), shutdown.clone()));
+                    conns.spawn(handle(socket, peer, broker.clone(), shutdown.clone()));
                 }
                 Err(e) => {
                     tracing::warn!(error = %e, "accept failed");
@@ -48,7 +48,12 @@ pub async fn serve(
     .await;
 }
 
-async fn handle(socket: TcpStream, broker: Arc<Broker>, shutdown: watch::Receiver<bool>) {
+async fn handle(
+    socket: TcpStream,
+    peer: std::net::SocketAddr,
+    broker: Arc<Broker>,
+    shutdown: watch::Receiver<bool>,
+) {
     let _ = socket.set_nodelay(true);
     let (mut rd, mut wr) = socket.into_split();
     let mut buf = BytesMut::with_capacity(64 * 1024);
@@ -57,7 +62,7 @@ async fn handle(socket: TcpStream, broker: Arc<Broker>, shutdown: watch::Receive
         let Some(version) = handshake::protocol_header(&mut rd, &mut wr).await else {
             return Err(handshake::Refused::Dropped);
         };
-        handshake::negotiate(&broker, &mut rd, &mut wr, &mut buf, version).await
+        handshake::negotiate(&broker, &mut rd, &mut wr, &mut buf, version, peer).await
     })
     .await;
     match opened {
