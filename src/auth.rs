@@ -108,6 +108,7 @@ pub fn parse_response(mechanism: &str, response: &[u8]) -> Option<(String, Strin
             let mut framed = Vec::with_capacity(response.len() + 4);
             framed.extend_from_slice(&(response.len() as u32).to_be_bytes());
             framed.extend_from_slice(response);
+            crate::amqp::nesting::check_table(&framed).ok()?;
             let (_, table) =
                 amq_protocol::types::parsing::parse_field_table(framed.as_slice()).ok()?;
             Some((text(&table, "LOGIN")?, text(&table, "PASSWORD")?))

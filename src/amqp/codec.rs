@@ -5,6 +5,7 @@
 //! per-delivery frames (deliver, get-ok, return, ack/nack, content) are laid out here by hand to
 //! keep that path free of intermediate structures.
 
+use super::nesting;
 use crate::error::{AmqpError, AmqpResult};
 use amq_protocol::frame::parsing::parse_content_header;
 use amq_protocol::protocol::{parse_class, AMQPClass, BasicProperties};
@@ -136,6 +137,11 @@ fn decode_method(payload: &[u8]) -> AmqpResult<AMQPClass> {
         u16::from_be_bytes([payload[2], payload[3]]),
     );
     let err = |detail: &str| AmqpError::frame_error(detail).with_method(ids.0, ids.1);
+    if nesting::check_method(payload).is_err() {
+        return Err(err(
+            "cannot decode method arguments: field table nested too deep",
+        ));
+    }
     match parse_class(payload) {
         Ok(([], class)) => Ok(class),
         Ok(_) => Err(err("cannot decode method: trailing bytes")),
@@ -146,6 +152,11 @@ fn decode_method(payload: &[u8]) -> AmqpResult<AMQPClass> {
 }
 
 fn decode_header(payload: Bytes) -> AmqpResult<ContentHeader> {
+    if payload.len() > 12 && nesting::check_properties(&payload[12..]).is_err() {
+        return Err(AmqpError::frame_error(
+            "cannot decode content header: headers nested too deep",
+        ));
+    }
     match parse_content_header(&payload[..]) {
         Ok(([], h)) => Ok(ContentHeader {
             class_id: h.class_id,

@@ -6,6 +6,7 @@ pub mod codec;
 pub(crate) mod connection;
 pub(crate) mod handshake;
 mod methods;
+pub mod nesting;
 
 pub use methods::ReplyTarget;
 

@@ -183,3 +183,46 @@ impl Raw {
         }
     }
 }
+
+/// A frame of any type around `payload`.
+pub fn frame(kind: u8, channel: u16, payload: &[u8]) -> Vec<u8> {
+    let mut v = vec![kind];
+    v.extend_from_slice(&channel.to_be_bytes());
+    v.extend_from_slice(&(payload.len() as u32).to_be_bytes());
+    v.extend_from_slice(payload);
+    v.push(0xCE);
+    v
+}
+
+/// An AMQP short string.
+pub fn short_str(s: &[u8]) -> Vec<u8> {
+    let mut v = vec![s.len() as u8];
+    v.extend_from_slice(s);
+    v
+}
+
+/// A method frame built by hand from its ids and encoded arguments.
+pub fn raw_method(channel: u16, class: u16, id: u16, args: &[u8]) -> Vec<u8> {
+    let mut p = class.to_be_bytes().to_vec();
+    p.extend_from_slice(&id.to_be_bytes());
+    p.extend_from_slice(args);
+    frame(1, channel, &p)
+}
+
+/// basic.publish on channel 1 to the default exchange with routing key `queue`.
+pub fn publish_to(queue: &str) -> Vec<u8> {
+    let mut args = vec![0, 0];
+    args.extend(short_str(b""));
+    args.extend(short_str(queue.as_bytes()));
+    args.push(0);
+    raw_method(1, 60, 40, &args)
+}
+
+/// A content header on channel 1 with no properties.
+pub fn content_header(class: u16, body_size: u64) -> Vec<u8> {
+    let mut p = class.to_be_bytes().to_vec();
+    p.extend_from_slice(&[0, 0]);
+    p.extend_from_slice(&body_size.to_be_bytes());
+    p.extend_from_slice(&[0, 0]);
+    frame(2, 1, &p)
+}
