@@ -38,12 +38,29 @@ pub struct Server {
     task: JoinHandle<()>,
 }
 
+/// File descriptors kept for the store, listeners and logs, not for client sockets.
+const RESERVED_FDS: u64 = 64;
+
+/// Raises the soft open-file limit to the hard limit (as RabbitMQ's start scripts do) and logs
+/// how many client connections that leaves room for.
+fn raise_open_file_limit() {
+    match rlimit::increase_nofile_limit(u64::MAX) {
+        Ok(limit) => tracing::info!(
+            open_files = limit,
+            "open file limit allows about {} connections",
+            limit.saturating_sub(RESERVED_FDS)
+        ),
+        Err(e) => tracing::warn!(error = %e, "cannot raise the open file limit"),
+    }
+}
+
 impl Server {
     /// Binds the listeners and starts serving.
     pub async fn start(config: Config) -> std::io::Result<Server> {
         config
             .validate()
             .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidInput, e.to_string()))?;
+        raise_open_file_limit();
         let broker = Broker::open(config).map_err(|e| std::io::Error::other(e.to_string()))?;
         let listener = tokio::net::TcpListener::bind(broker.config.amqp_listen).await?;
         let amqp_addr = listener.local_addr()?;
