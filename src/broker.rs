@@ -62,7 +62,7 @@ impl Broker {
             delayed,
         ));
         let mut vhosts = r.vhosts;
-        let mut users = r.users;
+        let users = r.users;
         if r.fresh {
             let (user, pass, vhost) = (
                 self.config.default_user.clone(),
@@ -70,26 +70,23 @@ impl Broker {
                 self.config.default_vhost.clone(),
             );
             self.store.submit(Op::PutVhost(vhost.clone()));
-            let hash = crate::auth::hash_password(&pass);
-            self.store.submit(Op::PutUser {
-                name: user.clone(),
-                value: schema::encode_parts(&[hash.as_bytes(), b"administrator"]),
-            });
+            let user = User::new(&user, &pass, &["administrator"]);
+            self.store.submit(user_record(&user));
+            self.users.insert(user.name.clone(), user);
             vhosts.push(vhost);
-            users.push((user, hash, vec!["administrator".into()]));
         }
         for name in vhosts {
             self.vhosts
                 .insert(name.clone(), VHost::new(&name, self.store.clone()));
         }
-        for (name, hash, tags) in users {
-            let tags: Vec<&str> = tags.iter().map(String::as_str).collect();
-            match User::with_hash(&name, &hash, &tags) {
-                Some(u) => {
-                    self.users.insert(name.clone(), u);
+        for u in users {
+            let tags: Vec<&str> = u.tags.iter().map(String::as_str).collect();
+            match User::with_hashing(&u.name, &u.hash, u.hashing, &tags) {
+                Some(user) => {
+                    self.users.insert(u.name, user);
                 }
                 None => {
-                    tracing::error!(user = %name, "stored password hash is invalid; user skipped")
+                    tracing::error!(user = %u.name, "stored password hash is invalid; user skipped")
                 }
             }
         }
@@ -149,6 +146,21 @@ impl Broker {
         &self.reply_targets
     }
 
+    /// Creates or replaces a user (persisted); true when it is new.
+    pub fn put_user(&self, user: User) -> bool {
+        self.store.submit(user_record(&user));
+        self.users.insert(user.name.clone(), user).is_none()
+    }
+
+    /// Deletes a user; false when there was none.
+    pub fn delete_user(&self, name: &str) -> bool {
+        let found = self.users.remove(name).is_some();
+        if found {
+            self.store.submit(Op::DeleteUser(name.to_owned()));
+        }
+        found
+    }
+
     /// Every user.
     pub fn users(&self) -> Vec<User> {
         self.users.iter().map(|u| u.value().clone()).collect()
@@ -169,5 +181,17 @@ impl Broker {
         }
         self.store.sync().await;
         self.store.close().await;
+    }
+}
+
+/// The store operation that records a user: hash, tags, hashing module.
+fn user_record(user: &User) -> Op {
+    Op::PutUser {
+        name: user.name.clone(),
+        value: schema::encode_parts(&[
+            user.password_hash().as_bytes(),
+            user.tags.join(",").as_bytes(),
+            user.hashing.name().as_bytes(),
+        ]),
     }
 }

@@ -38,7 +38,41 @@ pub struct Config {
     /// Milliseconds a consumer may hold a delivery unacknowledged before its channel is closed
     /// with 406 (RabbitMQ's `consumer_timeout`, 30 minutes); 0 disables.
     pub consumer_timeout: u64,
+    /// TLS AMQP listener address (RabbitMQ's port is 5671); needs `tls_cert` and `tls_key`.
+    pub amqps_listen: Option<SocketAddr>,
+    /// HTTPS listener for the management API (RabbitMQ's port is 15671).
+    pub https_listen: Option<SocketAddr>,
+    /// Server certificate chain, PEM.
+    pub tls_cert: Option<PathBuf>,
+    /// Server private key, PEM.
+    pub tls_key: Option<PathBuf>,
+    /// CA certificates that client certificates are verified against, PEM.
+    pub tls_ca: Option<PathBuf>,
+    /// Refuse TLS clients without a certificate (RabbitMQ's `fail_if_no_peer_cert`).
+    pub tls_fail_if_no_peer_cert: bool,
+    /// SASL mechanisms offered, in order (RabbitMQ's `auth_mechanisms`): PLAIN, AMQPLAIN,
+    /// EXTERNAL. EXTERNAL is only offered to TLS clients that presented a verified certificate.
+    pub auth_mechanisms: Vec<String>,
+    /// Which part of a client certificate names the EXTERNAL user (RabbitMQ's
+    /// `ssl_cert_login_from`).
+    pub ssl_cert_login_from: CertLoginFrom,
+    /// Milliseconds to wait before refusing a failed login (0: none, as RabbitMQ).
+    pub failed_login_delay: u64,
 }
+
+/// Where the EXTERNAL mechanism takes the user name from.
+#[derive(Clone, Copy, Debug, Default, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "snake_case")]
+pub enum CertLoginFrom {
+    /// The subject's distinguished name in RFC 4514 form ("CN=app,O=Example").
+    #[default]
+    DistinguishedName,
+    /// The subject's common name.
+    CommonName,
+}
+
+/// SASL mechanisms Warren implements.
+pub const KNOWN_MECHANISMS: [&str; 3] = ["PLAIN", "AMQPLAIN", "EXTERNAL"];
 
 impl Default for Config {
     fn default() -> Self {
@@ -58,6 +92,15 @@ impl Default for Config {
             store_cache_bytes: 32 << 20,
             consumer_timeout: 1_800_000,
             loopback_users: vec!["guest".into()],
+            amqps_listen: None,
+            https_listen: None,
+            tls_cert: None,
+            tls_key: None,
+            tls_ca: None,
+            tls_fail_if_no_peer_cert: false,
+            auth_mechanisms: vec!["PLAIN".into(), "AMQPLAIN".into()],
+            ssl_cert_login_from: CertLoginFrom::DistinguishedName,
+            failed_login_delay: 0,
         }
     }
 }
@@ -121,6 +164,28 @@ impl Config {
             return Err(ConfigError::Invalid(
                 "default_vhost must not be empty".into(),
             ));
+        }
+        if (self.amqps_listen.is_some() || self.https_listen.is_some())
+            && (self.tls_cert.is_none() || self.tls_key.is_none())
+        {
+            return Err(ConfigError::Invalid(
+                "amqps_listen and https_listen need tls_cert and tls_key".into(),
+            ));
+        }
+        if self.auth_mechanisms.is_empty() {
+            return Err(ConfigError::Invalid(
+                "auth_mechanisms must name at least one mechanism".into(),
+            ));
+        }
+        if let Some(m) = self
+            .auth_mechanisms
+            .iter()
+            .find(|m| !KNOWN_MECHANISMS.contains(&m.as_str()))
+        {
+            return Err(ConfigError::Invalid(format!(
+                "unknown auth mechanism {m} (known: {})",
+                KNOWN_MECHANISMS.join(", ")
+            )));
         }
         Ok(())
     }

@@ -16,6 +16,7 @@ pub mod http;
 pub mod message;
 pub mod queue;
 pub mod store;
+pub mod tls;
 pub mod vhost;
 
 use broker::Broker;
@@ -32,6 +33,10 @@ pub struct Server {
     pub amqp_addr: SocketAddr,
     /// Address the management HTTP API is bound to.
     pub http_addr: SocketAddr,
+    /// Address of the AMQP-over-TLS listener, when enabled.
+    pub amqps_addr: Option<SocketAddr>,
+    /// Address of the management API's HTTPS listener, when enabled.
+    pub https_addr: Option<SocketAddr>,
     /// Shared broker state.
     pub broker: Arc<Broker>,
     shutdown: watch::Sender<bool>,
@@ -61,23 +66,57 @@ impl Server {
             .validate()
             .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidInput, e.to_string()))?;
         raise_open_file_limit();
+        let acceptor = tls::acceptor(&config)
+            .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidInput, e.to_string()))?;
         let broker = Broker::open(config).map_err(|e| std::io::Error::other(e.to_string()))?;
-        let listener = tokio::net::TcpListener::bind(broker.config.amqp_listen).await?;
+        let cfg = &broker.config;
+        let listener = tokio::net::TcpListener::bind(cfg.amqp_listen).await?;
         let amqp_addr = listener.local_addr()?;
-        let http_listener = tokio::net::TcpListener::bind(broker.config.http_listen).await?;
+        let http_listener = tokio::net::TcpListener::bind(cfg.http_listen).await?;
         let http_addr = http_listener.local_addr()?;
         let (shutdown, rx) = watch::channel(false);
-        let http = tokio::spawn(http::serve(http_listener, broker.clone(), rx.clone()));
-        let amqp = tokio::spawn(amqp::serve(listener, broker.clone(), rx));
+        let mut tasks = vec![
+            tokio::spawn(http::serve(http_listener, broker.clone(), rx.clone())),
+            tokio::spawn(amqp::serve(listener, broker.clone(), rx.clone(), None)),
+        ];
+        let mut amqps_addr = None;
+        let mut https_addr = None;
+        if let Some(acceptor) = acceptor {
+            if let Some(addr) = cfg.amqps_listen {
+                let l = tokio::net::TcpListener::bind(addr).await?;
+                amqps_addr = Some(l.local_addr()?);
+                let a = Some(acceptor.clone());
+                tasks.push(tokio::spawn(amqp::serve(l, broker.clone(), rx.clone(), a)));
+            }
+            if let Some(addr) = cfg.https_listen {
+                let l = tokio::net::TcpListener::bind(addr).await?;
+                https_addr = Some(l.local_addr()?);
+                tasks.push(tokio::spawn(http::serve_tls(
+                    l,
+                    broker.clone(),
+                    rx,
+                    acceptor,
+                )));
+            }
+        }
         let task = tokio::spawn(async move {
-            let _ = amqp.await;
-            let _ = http.await;
+            for t in tasks {
+                let _ = t.await;
+            }
         });
         tracing::info!(%amqp_addr, "Warren {} listening", env!("CARGO_PKG_VERSION"));
         tracing::info!(%http_addr, "management API listening");
+        if let Some(addr) = amqps_addr {
+            tracing::info!(%addr, "AMQP over TLS listening");
+        }
+        if let Some(addr) = https_addr {
+            tracing::info!(%addr, "management API over HTTPS listening");
+        }
         Ok(Server {
             amqp_addr,
             http_addr,
+            amqps_addr,
+            https_addr,
             broker,
             shutdown,
             task,

@@ -15,12 +15,27 @@ struct Cli {
     /// AMQP listener address.
     #[arg(long)]
     amqp_listen: Option<SocketAddr>,
-    /// Management HTTP listener address (reserved).
+    /// Management HTTP listener address.
     #[arg(long)]
     http_listen: Option<SocketAddr>,
     /// Data directory of the embedded store.
     #[arg(long)]
     data_dir: Option<PathBuf>,
+    /// AMQP-over-TLS listener address (needs --tls-cert and --tls-key).
+    #[arg(long)]
+    amqps_listen: Option<SocketAddr>,
+    /// Management API HTTPS listener address (needs --tls-cert and --tls-key).
+    #[arg(long)]
+    https_listen: Option<SocketAddr>,
+    /// Server certificate chain (PEM).
+    #[arg(long)]
+    tls_cert: Option<PathBuf>,
+    /// Server private key (PEM).
+    #[arg(long)]
+    tls_key: Option<PathBuf>,
+    /// CA certificates to verify client certificates against (PEM).
+    #[arg(long)]
+    tls_ca: Option<PathBuf>,
 }
 
 fn load(cli: &Cli) -> Result<Config, warren::config::ConfigError> {
@@ -38,6 +53,21 @@ fn load(cli: &Cli) -> Result<Config, warren::config::ConfigError> {
     }
     if let Some(d) = &cli.data_dir {
         config.data_dir = d.clone();
+    }
+    if cli.amqps_listen.is_some() {
+        config.amqps_listen = cli.amqps_listen;
+    }
+    if cli.https_listen.is_some() {
+        config.https_listen = cli.https_listen;
+    }
+    for (flag, key) in [
+        (&cli.tls_cert, &mut config.tls_cert),
+        (&cli.tls_key, &mut config.tls_key),
+        (&cli.tls_ca, &mut config.tls_ca),
+    ] {
+        if flag.is_some() {
+            key.clone_from(flag);
+        }
     }
     config.validate()?;
     Ok(config)

@@ -103,6 +103,21 @@ async fn wrong_password_is_refused_with_403() {
 }
 
 #[tokio::test]
+async fn failed_login_delay_holds_the_refusal_back() {
+    let b = start_with(|c| c.failed_login_delay = 400).await;
+    let url = format!("amqp://guest:nope@{}/%2f", b.server.amqp_addr);
+    let began = std::time::Instant::now();
+    let r = within(Connection::connect(&url, ConnectionProperties::default())).await;
+    assert_code(r.map(|_| ()), 403);
+    assert!(
+        began.elapsed() >= Duration::from_millis(400),
+        "refused after {:?}",
+        began.elapsed()
+    );
+    b.connect().await;
+}
+
+#[tokio::test]
 async fn raw_login_failure_without_capability_just_closes() {
     let b = start().await;
     let mut r = Raw::connect(b.server.amqp_addr).await;

@@ -299,3 +299,84 @@ async fn whoami_and_users_show_rabbitmq_password_hashes() {
     assert!(warren::auth::User::with_hash("guest", hash, &[])
         .is_some_and(|u| u.password_matches("guest")));
 }
+
+#[tokio::test]
+async fn users_are_created_updated_and_deleted_and_log_in_over_amqp() {
+    let b = start_with(|c| c.loopback_users = vec![]).await;
+    let addr = b.server.http_addr;
+    let admin = Some(("guest", "guest"));
+    // A password user with a tag string.
+    let r = request(
+        addr,
+        "PUT",
+        "/api/users/alice",
+        admin,
+        Some(r#"{"password":"wonder","tags":"monitoring"}"#),
+    )
+    .await;
+    assert_eq!(r.status, 201, "{}", r.body);
+    b.connect_as("alice", "wonder")
+        .await
+        .expect("alice logs in");
+    assert!(b.connect_as("alice", "wrong").await.is_err());
+    let alice = request(addr, "GET", "/api/users/alice", admin, None)
+        .await
+        .json();
+    assert_eq!(alice["tags"], serde_json::json!(["monitoring"]));
+    // Not an administrator: the users API is closed to her, with RabbitMQ's reason.
+    let r = request(addr, "GET", "/api/users", Some(("alice", "wonder")), None).await;
+    assert_eq!(r.status, 401);
+    assert_eq!(r.json()["reason"], "Not administrator user");
+    // Hashes exported by RabbitMQ with each hashing module ("test12", salt 908DC60A).
+    for (name, algorithm, hash) in [
+        ("h256", "rabbit_password_hashing_sha256", "kI3GCqW5JLMJa4iX1lo7X4D6XbYqlLgxIs30+P6tENUV2POR"),
+        ("h512", "rabbit_password_hashing_sha512", "kI3GChuNuIYf8lRbCCxZjgjKwsY19ns6+uFO0zcXRBGA/XGJPYD8OWMy7EB8TaOmAzjP2azv84GbINYwX2cDWb4DHnc="),
+        ("hmd5", "rabbit_password_hashing_md5", "kI3GChNpte2FApYFXScl+0dIluk="),
+    ] {
+        let body = format!(
+            r#"{{"password_hash":"{hash}","hashing_algorithm":"{algorithm}","tags":["management"]}}"#
+        );
+        let r = request(addr, "PUT", &format!("/api/users/{name}"), admin, Some(&body)).await;
+        assert_eq!(r.status, 201, "{name}: {}", r.body);
+        b.connect_as(name, "test12").await.expect("imported hash logs in");
+    }
+    let r = request(
+        addr,
+        "PUT",
+        "/api/users/bad",
+        admin,
+        Some(r#"{"password_hash":"c2hvcnQ=","tags":""}"#),
+    )
+    .await;
+    assert_eq!(r.status, 400);
+    // An update keeps the user, replaces the password.
+    let r = request(
+        addr,
+        "PUT",
+        "/api/users/alice",
+        admin,
+        Some(r#"{"password":"changed","tags":["administrator"]}"#),
+    )
+    .await;
+    assert_eq!(r.status, 204);
+    assert!(b.connect_as("alice", "wonder").await.is_err());
+    b.connect_as("alice", "changed")
+        .await
+        .expect("new password");
+    // Users survive a restart, hashing module included.
+    let b = b.restart().await;
+    let addr = b.server.http_addr;
+    let h512 = request(addr, "GET", "/api/users/h512", admin, None)
+        .await
+        .json();
+    assert_eq!(h512["hashing_algorithm"], "rabbit_password_hashing_sha512");
+    b.connect_as("alice", "changed")
+        .await
+        .expect("alice after restart");
+    // Deleted users can no longer log in.
+    let r = request(addr, "DELETE", "/api/users/alice", admin, None).await;
+    assert_eq!(r.status, 204);
+    assert!(b.connect_as("alice", "changed").await.is_err());
+    let r = request(addr, "DELETE", "/api/users/alice", admin, None).await;
+    assert_eq!(r.status, 404);
+}

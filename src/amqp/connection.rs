@@ -16,8 +16,7 @@ use bytes::{Bytes, BytesMut};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::sync::{mpsc, watch};
 use tokio::time::Instant;
 
@@ -54,14 +53,17 @@ pub(crate) struct Connection {
 }
 
 /// Runs an opened connection to its end.
-pub(crate) async fn run(
+pub(crate) async fn run<R, W>(
     broker: Arc<Broker>,
     opened: Opened,
-    mut rd: OwnedReadHalf,
-    wr: OwnedWriteHalf,
+    mut rd: R,
+    wr: W,
     mut rbuf: BytesMut,
     mut shutdown: watch::Receiver<bool>,
-) {
+) where
+    R: AsyncRead + Unpin,
+    W: AsyncWrite + Unpin + Send + 'static,
+{
     let (sink, mut inbox) = mpsc::unbounded_channel();
     let (wtx, wrx) = mpsc::channel::<Bytes>(WRITER_QUEUE);
     let heartbeat = Duration::from_secs(u64::from(opened.heartbeat));
@@ -143,7 +145,11 @@ pub(crate) async fn run(
 }
 
 /// Writes queued chunks, coalescing what is ready into one write, and heartbeats when idle.
-async fn write_loop(mut wr: OwnedWriteHalf, mut rx: mpsc::Receiver<Bytes>, heartbeat: Duration) {
+async fn write_loop<W: AsyncWrite + Unpin>(
+    mut wr: W,
+    mut rx: mpsc::Receiver<Bytes>,
+    heartbeat: Duration,
+) {
     let idle = if heartbeat.is_zero() {
         Duration::from_secs(3600)
     } else {

@@ -10,8 +10,17 @@ use amq_protocol::protocol::{connection, AMQPClass};
 use amq_protocol::types::{AMQPValue, FieldTable, LongString};
 use bytes::BytesMut;
 use std::sync::Arc;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
+use std::time::Duration;
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
+
+/// What the listener knows about a client's transport.
+#[derive(Debug, Clone)]
+pub(crate) struct Peer {
+    /// Remote address.
+    pub addr: std::net::SocketAddr,
+    /// The user a verified TLS client certificate names (for EXTERNAL).
+    pub cert_user: Option<String>,
+}
 
 /// What the handshake settled.
 #[derive(Debug)]
@@ -72,8 +81,8 @@ fn server_properties(broker: &Broker) -> FieldTable {
     p
 }
 
-async fn read_frame(
-    rd: &mut OwnedReadHalf,
+async fn read_frame<R: AsyncRead + Unpin>(
+    rd: &mut R,
     buf: &mut BytesMut,
     frame_max: u32,
 ) -> Result<Frame, Refused> {
@@ -91,7 +100,7 @@ async fn read_frame(
     }
 }
 
-async fn send(wr: &mut OwnedWriteHalf, method: AMQPClass) -> Result<(), Refused> {
+async fn send<W: AsyncWrite + Unpin>(wr: &mut W, method: AMQPClass) -> Result<(), Refused> {
     let mut out = BytesMut::new();
     codec::encode_method(&mut out, 0, &method);
     wr.write_all(&out).await.map_err(|_| Refused::Dropped)
@@ -125,9 +134,9 @@ fn capability(props: &FieldTable, name: &str) -> bool {
 /// Like RabbitMQ, the 0-9 header is taken as 0-9-1 and the two 0-8 headers are accepted
 /// (RabbitMQ announces 8-0 for them); Warren then speaks 0-9-1 framing, which 0-8 clients
 /// share for everything but a few deprecated fields.
-pub(crate) async fn protocol_header(
-    rd: &mut OwnedReadHalf,
-    wr: &mut OwnedWriteHalf,
+pub(crate) async fn protocol_header<R: AsyncRead + Unpin, W: AsyncWrite + Unpin>(
+    rd: &mut R,
+    wr: &mut W,
 ) -> Option<(u8, u8)> {
     let mut header = [0u8; 8];
     rd.read_exact(&mut header).await.ok()?;
@@ -142,22 +151,28 @@ pub(crate) async fn protocol_header(
 }
 
 /// Runs start, tune and open.
-pub(crate) async fn negotiate(
+pub(crate) async fn negotiate<R: AsyncRead + Unpin, W: AsyncWrite + Unpin>(
     broker: &Broker,
-    rd: &mut OwnedReadHalf,
-    wr: &mut OwnedWriteHalf,
+    rd: &mut R,
+    wr: &mut W,
     buf: &mut BytesMut,
     (version_major, version_minor): (u8, u8),
-    peer: std::net::SocketAddr,
+    peer: &Peer,
 ) -> Result<Opened, Refused> {
     let cfg = &broker.config;
+    let offered: Vec<&str> = cfg
+        .auth_mechanisms
+        .iter()
+        .map(String::as_str)
+        .filter(|m| *m != "EXTERNAL" || peer.cert_user.is_some())
+        .collect();
     send(
         wr,
         AMQPClass::Connection(connection::AMQPMethod::Start(connection::Start {
             version_major,
             version_minor,
             server_properties: server_properties(broker),
-            mechanisms: auth::MECHANISMS.into(),
+            mechanisms: offered.join(" ").into(),
             locales: "en_US".into(),
         })),
     )
@@ -180,29 +195,24 @@ pub(crate) async fn negotiate(
             Refused::Dropped
         }
     };
-    if !auth::MECHANISMS.split(' ').any(|m| m == mechanism) {
+    if !offered.contains(&mechanism.as_str()) {
         return Err(refused(format!(
             "unsupported authentication mechanism '{mechanism}'"
         )));
     }
-    let user = match auth::parse_response(&mechanism, start_ok.response.as_bytes()) {
-        Some((name, pass))
-            if broker
-                .user(&name)
-                .is_some_and(|u| u.password_matches(&pass)) =>
-        {
-            name
-        }
-        other => {
-            let who = other.map(|(n, _)| n).unwrap_or_default();
-            tracing::warn!(user = %who, %peer, "login refused (mechanism {mechanism})");
+    let user = match check_login(broker, &mechanism, start_ok.response.as_bytes(), peer) {
+        Ok(user) => user,
+        Err(who) => {
+            tracing::warn!(user = %who, peer = %peer.addr, "login refused (mechanism {mechanism})");
+            failed_login_delay(cfg.failed_login_delay).await;
             return Err(refused(format!(
                 "Login was refused using authentication mechanism {mechanism}. For details see the broker logfile."
             )));
         }
     };
-    if !auth::may_log_in_from(&cfg.loopback_users, &user, peer.ip()) {
-        tracing::warn!(user = %user, %peer, "login refused: user can only log in via localhost");
+    if !auth::may_log_in_from(&cfg.loopback_users, &user, peer.addr.ip()) {
+        tracing::warn!(user = %user, peer = %peer.addr, "login refused: user can only log in via localhost");
+        failed_login_delay(cfg.failed_login_delay).await;
         return Err(refused("User can only log in via localhost".into()));
     }
     send(
@@ -271,8 +281,41 @@ pub(crate) async fn negotiate(
     })
 }
 
+/// The user a SASL response logs in as, or Err with the name it tried (for the log).
+fn check_login(
+    broker: &Broker,
+    mechanism: &str,
+    response: &[u8],
+    peer: &Peer,
+) -> Result<String, String> {
+    match mechanism {
+        // The password is not checked: the verified certificate is the credential.
+        "EXTERNAL" => match &peer.cert_user {
+            Some(name) if broker.user(name).is_some() => Ok(name.clone()),
+            other => Err(other.clone().unwrap_or_default()),
+        },
+        _ => match auth::parse_response(mechanism, response) {
+            Some((name, pass))
+                if broker
+                    .user(&name)
+                    .is_some_and(|u| u.password_matches(&pass)) =>
+            {
+                Ok(name)
+            }
+            other => Err(other.map(|(n, _)| n).unwrap_or_default()),
+        },
+    }
+}
+
+/// RabbitMQ answers a failed login at once; an operator may ask for a pause against guessing.
+async fn failed_login_delay(ms: u64) {
+    if ms > 0 {
+        tokio::time::sleep(Duration::from_millis(ms)).await;
+    }
+}
+
 /// Sends connection.close for a refused handshake and closes the socket.
-pub(crate) async fn refuse(wr: &mut OwnedWriteHalf, e: AmqpError) {
+pub(crate) async fn refuse<W: AsyncWrite + Unpin>(wr: &mut W, e: AmqpError) {
     let _ = send(
         wr,
         AMQPClass::Connection(connection::AMQPMethod::Close(connection::Close {

@@ -1,5 +1,7 @@
-//! The AMQP 0-9-1 listener: accepts sockets and runs each connection (handshake, then the
-//! connection task) until it ends or the broker shuts down.
+//! The AMQP 0-9-1 listeners (plain and TLS): accept sockets and run each connection (TLS
+//! handshake, AMQP handshake, then the connection task) until it ends or the broker shuts down.
+//! The handshake code and the connection task are generic over the stream halves, so a plain
+//! TCP connection pays nothing for TLS support.
 
 pub(crate) mod channel;
 pub mod codec;
@@ -12,27 +14,45 @@ pub use methods::ReplyTarget;
 
 use crate::broker::Broker;
 use bytes::BytesMut;
+use handshake::Peer;
+use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
-use tokio::io::AsyncReadExt;
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::watch;
 use tokio::task::JoinSet;
+use tokio::time::Instant;
+use tokio_rustls::TlsAcceptor;
 
-/// Accepts connections until shutdown, then waits (bounded) for them to close.
+/// Accepts connections until shutdown, then waits (bounded) for them to close. With an
+/// acceptor, every socket first completes a TLS handshake (within the handshake timeout).
 pub async fn serve(
     listener: TcpListener,
     broker: Arc<Broker>,
     mut shutdown: watch::Receiver<bool>,
+    tls: Option<TlsAcceptor>,
 ) {
     let mut conns = JoinSet::new();
     loop {
         tokio::select! {
             _ = shutdown.changed() => break,
             accepted = listener.accept() => match accepted {
-                Ok((socket, peer)) => {
-                    tracing::debug!(%peer, "accepted connection");
-                    conns.spawn(handle(socket, peer, broker.clone(), shutdown.clone()));
+                Ok((socket, addr)) => {
+                    tracing::debug!(peer = %addr, tls = tls.is_some(), "accepted connection");
+                    let _ = socket.set_nodelay(true);
+                    let deadline = Instant::now() + Duration::from_secs(broker.config.handshake_timeout);
+                    let (broker, shutdown) = (broker.clone(), shutdown.clone());
+                    match &tls {
+                        None => {
+                            let (rd, wr) = socket.into_split();
+                            let peer = Peer { addr, cert_user: None };
+                            conns.spawn(handle(rd, wr, peer, deadline, broker, shutdown));
+                        }
+                        Some(acceptor) => {
+                            conns.spawn(handle_tls(acceptor.clone(), socket, addr, deadline, broker, shutdown));
+                        }
+                    }
                 }
                 Err(e) => {
                     tracing::warn!(error = %e, "accept failed");
@@ -49,21 +69,49 @@ pub async fn serve(
     .await;
 }
 
-async fn handle(
+async fn handle_tls(
+    acceptor: TlsAcceptor,
     socket: TcpStream,
-    peer: std::net::SocketAddr,
+    addr: SocketAddr,
+    deadline: Instant,
     broker: Arc<Broker>,
     shutdown: watch::Receiver<bool>,
 ) {
-    let _ = socket.set_nodelay(true);
-    let (mut rd, mut wr) = socket.into_split();
+    let stream = match tokio::time::timeout_at(deadline, acceptor.accept(socket)).await {
+        Ok(Ok(stream)) => stream,
+        Ok(Err(e)) => {
+            tracing::warn!(peer = %addr, error = %e, "TLS handshake failed");
+            return;
+        }
+        Err(_) => return,
+    };
+    let cert_user = stream
+        .get_ref()
+        .1
+        .peer_certificates()
+        .and_then(|chain| chain.first())
+        .and_then(|cert| crate::tls::cert_user_name(cert, broker.config.ssl_cert_login_from));
+    let (rd, wr) = tokio::io::split(stream);
+    handle(rd, wr, Peer { addr, cert_user }, deadline, broker, shutdown).await;
+}
+
+async fn handle<R, W>(
+    mut rd: R,
+    mut wr: W,
+    peer: Peer,
+    deadline: Instant,
+    broker: Arc<Broker>,
+    shutdown: watch::Receiver<bool>,
+) where
+    R: AsyncRead + Unpin,
+    W: AsyncWrite + Unpin + Send + 'static,
+{
     let mut buf = BytesMut::with_capacity(64 * 1024);
-    let limit = Duration::from_secs(broker.config.handshake_timeout);
-    let opened = tokio::time::timeout(limit, async {
+    let opened = tokio::time::timeout_at(deadline, async {
         let Some(version) = handshake::protocol_header(&mut rd, &mut wr).await else {
             return Err(handshake::Refused::Dropped);
         };
-        handshake::negotiate(&broker, &mut rd, &mut wr, &mut buf, version, peer).await
+        handshake::negotiate(&broker, &mut rd, &mut wr, &mut buf, version, &peer).await
     })
     .await;
     match opened {

@@ -5,6 +5,7 @@
 mod exchanges;
 mod overview;
 mod queues;
+mod users;
 
 use crate::auth::User;
 use crate::broker::Broker;
@@ -94,6 +95,21 @@ impl FromRequestParts<AppState> for Authenticated {
     }
 }
 
+/// An authenticated user with the `administrator` tag.
+pub(crate) struct Administrator;
+
+impl FromRequestParts<AppState> for Administrator {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, broker: &AppState) -> Result<Self, ApiError> {
+        let Authenticated(user) = Authenticated::from_request_parts(parts, broker).await?;
+        if !user.tags.iter().any(|t| t == "administrator") {
+            return Err(ApiError::unauthorized("Not administrator user"));
+        }
+        Ok(Administrator)
+    }
+}
+
 async fn index() -> Html<&'static str> {
     Html(
         "<!doctype html><title>Warren</title><h1>Warren</h1>\
@@ -112,7 +128,11 @@ pub(crate) fn router(broker: AppState) -> Router {
         .route("/api/overview", get(overview::overview))
         .route("/api/vhosts", get(overview::vhosts))
         .route("/api/whoami", get(overview::whoami))
-        .route("/api/users", get(overview::users))
+        .route("/api/users", get(users::list))
+        .route(
+            "/api/users/{name}",
+            get(users::show).put(users::put).delete(users::delete),
+        )
         .route("/api/queues", get(queues::list_all))
         .route("/api/queues/{vhost}", get(queues::list_vhost))
         .route(
@@ -162,5 +182,45 @@ pub async fn serve(
         .await
     {
         tracing::error!(error = %e, "management API stopped");
+    }
+}
+
+/// Serves the API over TLS until shutdown: each connection completes its TLS handshake within
+/// ten seconds, then is served by hyper with the same router.
+pub async fn serve_tls(
+    listener: TcpListener,
+    broker: Arc<Broker>,
+    mut shutdown: watch::Receiver<bool>,
+    acceptor: tokio_rustls::TlsAcceptor,
+) {
+    let app = router(broker);
+    let mut conns = tokio::task::JoinSet::new();
+    loop {
+        tokio::select! {
+            _ = shutdown.changed() => break,
+            accepted = listener.accept() => {
+                let Ok((socket, peer)) = accepted else {
+                    tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+                    continue;
+                };
+                let (acceptor, app) = (acceptor.clone(), app.clone());
+                conns.spawn(async move {
+                    let limit = std::time::Duration::from_secs(10);
+                    let stream = match tokio::time::timeout(limit, acceptor.accept(socket)).await {
+                        Ok(Ok(s)) => s,
+                        Ok(Err(e)) => {
+                            tracing::debug!(%peer, error = %e, "HTTPS handshake failed");
+                            return;
+                        }
+                        Err(_) => return,
+                    };
+                    let service = hyper_util::service::TowerToHyperService::new(app);
+                    let _ = hyper::server::conn::http1::Builder::new()
+                        .serve_connection(hyper_util::rt::TokioIo::new(stream), service)
+                        .await;
+                });
+            }
+            Some(_) = conns.join_next(), if !conns.is_empty() => {}
+        }
     }
 }

@@ -1,4 +1,4 @@
-//! `/api/overview`, `/api/vhosts`, `/api/whoami` and `/api/users`.
+//! `/api/overview`, `/api/vhosts` and `/api/whoami`.
 
 use super::{AppState, Authenticated};
 use axum::extract::State;
@@ -37,10 +37,7 @@ pub(crate) async fn overview(State(b): State<AppState>, _: Authenticated) -> Jso
             {"name": "topic", "description": "AMQP topic exchange, as per the AMQP specification", "enabled": true},
             {"name": "x-delayed-message", "description": "Delayed Message Exchange", "enabled": true}
         ],
-        "listeners": [
-            {"node": node, "protocol": "amqp", "ip_address": b.config.amqp_listen.ip().to_string(), "port": b.config.amqp_listen.port()},
-            {"node": node, "protocol": "http", "ip_address": b.config.http_listen.ip().to_string(), "port": b.config.http_listen.port()}
-        ],
+        "listeners": listeners(&b, &node),
         "object_totals": {"queues": queues, "exchanges": exchanges, "consumers": consumers, "connections": 0, "channels": 0},
         "queue_totals": {"messages": ready + unacked, "messages_ready": ready, "messages_unacknowledged": unacked},
         "message_stats": {}
@@ -58,22 +55,22 @@ pub(crate) async fn vhosts(State(b): State<AppState>, _: Authenticated) -> Json<
     ))
 }
 
-fn user_json(u: &crate::auth::User) -> Value {
-    json!({
-        "name": u.name,
-        "password_hash": u.password_hash(),
-        "hashing_algorithm": "rabbit_password_hashing_sha256",
-        "tags": u.tags,
-        "limits": {},
-    })
-}
-
 pub(crate) async fn whoami(Authenticated(user): Authenticated) -> Json<Value> {
     Json(json!({"name": user.name, "tags": user.tags}))
 }
 
-pub(crate) async fn users(State(b): State<AppState>, _: Authenticated) -> Json<Value> {
-    let mut users = b.users();
-    users.sort_by(|a, b| a.name.cmp(&b.name));
-    Json(Value::Array(users.iter().map(user_json).collect()))
+/// The listeners, under RabbitMQ's protocol names.
+fn listeners(b: &AppState, node: &str) -> Vec<Value> {
+    let c = &b.config;
+    [
+        ("amqp", Some(c.amqp_listen)),
+        ("http", Some(c.http_listen)),
+        ("amqp/ssl", c.amqps_listen),
+        ("https", c.https_listen),
+    ]
+    .into_iter()
+        .filter_map(|(protocol, addr)| {
+            addr.map(|a| json!({"node": node, "protocol": protocol, "ip_address": a.ip().to_string(), "port": a.port()}))
+        })
+        .collect()
 }

@@ -10,6 +10,19 @@ use amq_protocol::types::FieldTable;
 use redb::{Database, ReadableDatabase, ReadableTable, WriteTransaction};
 use std::collections::HashMap;
 
+/// A user read back.
+#[derive(Debug)]
+pub struct RecoveredUser {
+    /// Name.
+    pub name: String,
+    /// Base64 salted hash (empty: no password).
+    pub hash: String,
+    /// Algorithm of the hash.
+    pub hashing: crate::auth::Hashing,
+    /// Tags.
+    pub tags: Vec<String>,
+}
+
 /// A durable exchange read back.
 #[derive(Debug)]
 pub struct RecoveredExchange {
@@ -82,7 +95,7 @@ pub struct Recovered {
     /// Virtual hosts.
     pub vhosts: Vec<String>,
     /// Users: (name, base64 password hash, tags).
-    pub users: Vec<(String, String, Vec<String>)>,
+    pub users: Vec<RecoveredUser>,
     /// Exchanges.
     pub exchanges: Vec<RecoveredExchange>,
     /// Queues.
@@ -139,7 +152,16 @@ pub(super) fn recover(db: &Database, fresh: bool) -> Result<Recovered, StoreErro
                     .filter(|t| !t.is_empty())
                     .map(str::to_owned)
                     .collect();
-                r.users.push((k.value().to_owned(), password, tags));
+                let hashing = parts
+                    .get(2)
+                    .and_then(|h| crate::auth::Hashing::from_name(&text(h)))
+                    .unwrap_or_default();
+                r.users.push(RecoveredUser {
+                    name: k.value().to_owned(),
+                    hash: password,
+                    hashing,
+                    tags,
+                });
             }
         }
         for e in txn.open_table(EXCHANGES).map_err(io)?.iter().map_err(io)? {

@@ -71,6 +71,7 @@ pub(crate) enum Op {
         name: String,
         value: Vec<u8>,
     },
+    DeleteUser(String),
     Barrier(oneshot::Sender<bool>),
     Shutdown,
 }
@@ -271,6 +272,9 @@ fn apply(db: &Database, batch: &[Op]) -> Result<(), redb::Error> {
                 }
                 Op::PutUser { name, value } => {
                     users.insert(name.as_str(), value.as_slice())?;
+                }
+                Op::DeleteUser(name) => {
+                    users.remove(name.as_str())?;
                 }
                 Op::Barrier(_) | Op::Shutdown => {}
             }

@@ -26,6 +26,23 @@ impl TestBroker {
     }
 
     /// Opens a lapin connection.
+    /// Connects with PLAIN as another user (vhost /).
+    pub async fn connect_as(&self, user: &str, pass: &str) -> lapin::Result<Connection> {
+        let enc = |s: &str| {
+            s.replace('%', "%25")
+                .replace(' ', "%20")
+                .replace(',', "%2C")
+                .replace('=', "%3D")
+        };
+        let url = format!(
+            "amqp://{}:{}@{}/%2f",
+            enc(user),
+            enc(pass),
+            self.server.amqp_addr
+        );
+        within(Connection::connect(&url, ConnectionProperties::default())).await
+    }
+
     pub async fn connect(&self) -> Connection {
         within(Connection::connect(
             &self.url(),

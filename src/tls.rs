@@ -1,0 +1,188 @@
+//! TLS for the `amqps` and HTTPS listeners, with rustls. One server configuration is built at
+//! start from the PEM files named in the config; with a CA file, client certificates are
+//! verified against it (required when `tls_fail_if_no_peer_cert` is set, as RabbitMQ's
+//! `fail_if_no_peer_cert`). The verified client certificate names the user for the EXTERNAL
+//! mechanism: its subject DN in RabbitMQ's RFC 4514 form, or its CN.
+
+use crate::config::{CertLoginFrom, Config};
+use std::path::Path;
+use std::sync::Arc;
+use tokio_rustls::rustls::pki_types::pem::PemObject;
+use tokio_rustls::rustls::pki_types::{CertificateDer, PrivateKeyDer};
+use tokio_rustls::rustls::server::WebPkiClientVerifier;
+use tokio_rustls::rustls::{RootCertStore, ServerConfig};
+use tokio_rustls::TlsAcceptor;
+
+/// A TLS setup that cannot be used.
+#[derive(Debug, thiserror::Error)]
+pub enum TlsError {
+    /// A PEM file could not be read or holds nothing usable.
+    #[error("cannot load {path}: {detail}")]
+    File {
+        /// File path.
+        path: String,
+        /// Cause.
+        detail: String,
+    },
+    /// rustls refused the combination.
+    #[error("invalid TLS setup: {0}")]
+    Setup(String),
+}
+
+fn file_error(path: &Path, detail: impl ToString) -> TlsError {
+    TlsError::File {
+        path: path.display().to_string(),
+        detail: detail.to_string(),
+    }
+}
+
+fn certificates(path: &Path) -> Result<Vec<CertificateDer<'static>>, TlsError> {
+    let certs = CertificateDer::pem_file_iter(path)
+        .map_err(|e| file_error(path, e))?
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| file_error(path, e))?;
+    if certs.is_empty() {
+        return Err(file_error(path, "no certificate in the file"));
+    }
+    Ok(certs)
+}
+
+/// Builds the acceptor from `tls_cert`, `tls_key` and the optional `tls_ca`; None when no
+/// certificate is configured.
+pub fn acceptor(config: &Config) -> Result<Option<TlsAcceptor>, TlsError> {
+    let (Some(cert), Some(key)) = (&config.tls_cert, &config.tls_key) else {
+        return Ok(None);
+    };
+    let chain = certificates(cert)?;
+    let key = PrivateKeyDer::from_pem_file(key).map_err(|e| file_error(key, e))?;
+    // The provider is named explicitly so that a build with several rustls providers enabled
+    // (tests pull in the client's) never has to pick one at run time.
+    let provider = Arc::new(tokio_rustls::rustls::crypto::aws_lc_rs::default_provider());
+    let builder = ServerConfig::builder_with_provider(provider.clone())
+        .with_safe_default_protocol_versions()
+        .map_err(|e| TlsError::Setup(e.to_string()))?;
+    let builder = match &config.tls_ca {
+        Some(ca) => {
+            let mut roots = RootCertStore::empty();
+            for c in certificates(ca)? {
+                roots.add(c).map_err(|e| file_error(ca, e))?;
+            }
+            let verifier = WebPkiClientVerifier::builder_with_provider(Arc::new(roots), provider);
+            let verifier = if config.tls_fail_if_no_peer_cert {
+                verifier.build()
+            } else {
+                verifier.allow_unauthenticated().build()
+            };
+            builder.with_client_cert_verifier(verifier.map_err(|e| TlsError::Setup(e.to_string()))?)
+        }
+        None => builder.with_no_client_auth(),
+    };
+    let mut server = builder
+        .with_single_cert(chain, key)
+        .map_err(|e| TlsError::Setup(e.to_string()))?;
+    server.alpn_protocols = vec![b"amqp".to_vec(), b"http/1.1".to_vec()];
+    Ok(Some(TlsAcceptor::from(Arc::new(server))))
+}
+
+/// The user name a verified client certificate stands for (RabbitMQ's `ssl_cert_login_from`).
+pub fn cert_user_name(der: &[u8], from: CertLoginFrom) -> Option<String> {
+    let (_, cert) = x509_parser::parse_x509_certificate(der).ok()?;
+    let subject = cert.subject();
+    match from {
+        CertLoginFrom::CommonName => subject
+            .iter_common_name()
+            .next()
+            .and_then(|cn| cn.as_str().ok())
+            .map(str::to_owned),
+        CertLoginFrom::DistinguishedName => Some(distinguished_name(subject)),
+    }
+}
+
+/// RFC 4514 form, most specific RDN first ("CN=client,O=Example"), as RabbitMQ prints it.
+fn distinguished_name(name: &x509_parser::x509::X509Name<'_>) -> String {
+    let registry = x509_parser::objects::oid_registry();
+    let rdns: Vec<String> = name
+        .iter()
+        .map(|rdn| {
+            rdn.iter()
+                .map(|attr| {
+                    let key = match x509_parser::objects::oid2abbrev(attr.attr_type(), registry) {
+                        Ok("Email") => "EMAILADDRESS".to_owned(),
+                        Ok(k) => k.to_owned(),
+                        Err(_) => attr.attr_type().to_id_string(),
+                    };
+                    let value = match attr.as_str() {
+                        Ok(s) => escape(s),
+                        Err(_) => {
+                            let hex: String =
+                                attr.as_slice().iter().map(|b| format!("{b:02x}")).collect();
+                            format!("#{hex}")
+                        }
+                    };
+                    format!("{key}={value}")
+                })
+                .collect::<Vec<_>>()
+                .join("+")
+        })
+        .collect();
+    rdns.into_iter().rev().collect::<Vec<_>>().join(",")
+}
+
+fn escape(value: &str) -> String {
+    let mut out = String::with_capacity(value.len());
+    let last = value.chars().count().saturating_sub(1);
+    for (i, c) in value.chars().enumerate() {
+        let special = matches!(c, ',' | '+' | '"' | '\\' | '<' | '>' | ';')
+            || (i == 0 && (c == '#' || c == ' '))
+            || (i == last && c == ' ');
+        if special {
+            out.push('\\');
+        }
+        out.push(c);
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn cert(dn: &[(rcgen::DnType, &str)]) -> Vec<u8> {
+        let mut params = rcgen::CertificateParams::new(vec!["localhost".into()]).expect("params");
+        params.distinguished_name = rcgen::DistinguishedName::new();
+        for (k, v) in dn {
+            params.distinguished_name.push(k.clone(), *v);
+        }
+        let key = rcgen::KeyPair::generate().expect("key");
+        params.self_signed(&key).expect("cert").der().to_vec()
+    }
+
+    #[test]
+    fn user_names_from_the_subject() {
+        let der = cert(&[
+            (rcgen::DnType::CountryName, "GB"),
+            (rcgen::DnType::OrganizationName, "Acme, Inc"),
+            (rcgen::DnType::CommonName, "app-1"),
+        ]);
+        assert_eq!(
+            cert_user_name(&der, CertLoginFrom::DistinguishedName).as_deref(),
+            Some("CN=app-1,O=Acme\\, Inc,C=GB")
+        );
+        assert_eq!(
+            cert_user_name(&der, CertLoginFrom::CommonName).as_deref(),
+            Some("app-1")
+        );
+        let no_cn = cert(&[(rcgen::DnType::OrganizationName, "Acme")]);
+        assert_eq!(cert_user_name(&no_cn, CertLoginFrom::CommonName), None);
+        assert_eq!(
+            cert_user_name(b"not a certificate", CertLoginFrom::CommonName),
+            None
+        );
+    }
+
+    #[test]
+    fn escaping_follows_rfc_4514() {
+        assert_eq!(escape("#a b "), "\\#a b\\ ");
+        assert_eq!(escape("x+y;z"), "x\\+y\\;z");
+    }
+}

@@ -1,0 +1,333 @@
+//! TLS: lapin over rustls against the `amqps` listener (server-only TLS, mutual TLS with the
+//! EXTERNAL mechanism, a client certificate from an unknown CA refused), and the management
+//! API over HTTPS. Certificates are generated per test with rcgen.
+
+mod common;
+
+use common::*;
+use lapin::options::*;
+use lapin::tcp::{OwnedIdentity, OwnedTLSConfig};
+use lapin::types::FieldTable;
+use lapin::BasicProperties;
+use rcgen::{
+    BasicConstraints, CertificateParams, DnType, ExtendedKeyUsagePurpose, IsCa, Issuer, KeyPair,
+};
+use std::path::PathBuf;
+use std::sync::Arc;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio_rustls::rustls::pki_types::pem::PemObject;
+use warren::config::CertLoginFrom;
+
+/// A PEM certificate and its key.
+struct Pem {
+    cert: String,
+    key: String,
+}
+
+/// A test PKI: a CA, a server certificate for localhost, a client certificate from the CA and
+/// one from a CA the broker does not trust.
+struct Pki {
+    ca: String,
+    server: Pem,
+    client: Pem,
+    rogue_client: Pem,
+}
+
+fn ca(name: &str) -> (String, Issuer<'static, KeyPair>) {
+    let mut params = CertificateParams::new(Vec::<String>::new()).expect("params");
+    params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+    params.distinguished_name.push(DnType::CommonName, name);
+    let key = KeyPair::generate().expect("key");
+    let cert = params.self_signed(&key).expect("ca");
+    (cert.pem(), Issuer::new(params, key))
+}
+
+fn leaf(
+    issuer: &Issuer<'static, KeyPair>,
+    sans: &[&str],
+    dn: &[(DnType, &str)],
+    usage: ExtendedKeyUsagePurpose,
+) -> Pem {
+    let sans: Vec<String> = sans.iter().map(|s| (*s).to_owned()).collect();
+    let mut params = CertificateParams::new(sans).expect("params");
+    params.distinguished_name = rcgen::DistinguishedName::new();
+    for (k, v) in dn {
+        params.distinguished_name.push(k.clone(), *v);
+    }
+    params.extended_key_usages = vec![usage];
+    let key = KeyPair::generate().expect("key");
+    let cert = params.signed_by(&key, issuer).expect("sign");
+    Pem {
+        cert: cert.pem(),
+        key: key.serialize_pem(),
+    }
+}
+
+fn pki() -> Pki {
+    let (ca_pem, issuer) = ca("Warren test CA");
+    let (_, rogue) = ca("Somebody else's CA");
+    let client_dn = [
+        (DnType::OrganizationName, "Warren Tests"),
+        (DnType::CommonName, "app-user"),
+    ];
+    Pki {
+        ca: ca_pem,
+        server: leaf(
+            &issuer,
+            &["localhost", "127.0.0.1"],
+            &[(DnType::CommonName, "localhost")],
+            ExtendedKeyUsagePurpose::ServerAuth,
+        ),
+        client: leaf(
+            &issuer,
+            &[],
+            &client_dn,
+            ExtendedKeyUsagePurpose::ClientAuth,
+        ),
+        rogue_client: leaf(&rogue, &[], &client_dn, ExtendedKeyUsagePurpose::ClientAuth),
+    }
+}
+
+/// The distinguished name of the client certificate, as RabbitMQ prints it.
+const CLIENT_DN: &str = "CN=app-user,O=Warren Tests";
+
+struct TlsBroker {
+    b: TestBroker,
+    pki: Pki,
+    _files: tempfile::TempDir,
+}
+
+async fn start_tls(adjust: impl FnOnce(&mut warren::config::Config)) -> TlsBroker {
+    let pki = pki();
+    let files = tempfile::tempdir().expect("tempdir");
+    let write = |name: &str, text: &str| -> PathBuf {
+        let p = files.path().join(name);
+        std::fs::write(&p, text).expect("write pem");
+        p
+    };
+    let (cert, key, ca) = (
+        write("server.pem", &pki.server.cert),
+        write("server.key", &pki.server.key),
+        write("ca.pem", &pki.ca),
+    );
+    let b = start_with(|c| {
+        c.amqps_listen = Some("127.0.0.1:0".parse().expect("addr"));
+        c.https_listen = Some("127.0.0.1:0".parse().expect("addr"));
+        c.tls_cert = Some(cert);
+        c.tls_key = Some(key);
+        c.tls_ca = Some(ca);
+        c.auth_mechanisms = vec!["PLAIN".into(), "AMQPLAIN".into(), "EXTERNAL".into()];
+        adjust(c);
+    })
+    .await;
+    TlsBroker {
+        b,
+        pki,
+        _files: files,
+    }
+}
+
+impl TlsBroker {
+    fn amqps_port(&self) -> u16 {
+        self.b.server.amqps_addr.expect("amqps listener").port()
+    }
+
+    async fn connect(
+        &self,
+        query: &str,
+        identity: Option<&Pem>,
+    ) -> lapin::Result<lapin::Connection> {
+        let tls = OwnedTLSConfig {
+            identity: identity.map(|p| OwnedIdentity::PKCS8 {
+                pem: p.cert.as_bytes().to_vec(),
+                key: p.key.as_bytes().to_vec(),
+            }),
+            cert_chain: Some(self.pki.ca.clone()),
+        };
+        let uri = format!(
+            "amqps://guest:guest@localhost:{}/%2f{query}",
+            self.amqps_port()
+        );
+        let builder = lapin::ConnectionBuilder::new()?
+            .with_uri_str(uri)
+            .with_tls_config(tls);
+        within(builder.connect()).await
+    }
+}
+
+async fn round_trip(conn: &lapin::Connection, queue: &str) {
+    let ch = within(conn.create_channel()).await.expect("channel");
+    within(ch.queue_declare(
+        queue.into(),
+        QueueDeclareOptions::default(),
+        FieldTable::default(),
+    ))
+    .await
+    .expect("declare");
+    within(ch.basic_publish(
+        "".into(),
+        queue.into(),
+        BasicPublishOptions::default(),
+        b"over tls",
+        BasicProperties::default(),
+    ))
+    .await
+    .expect("publish");
+    let got = within(async {
+        loop {
+            if let Some(m) = ch
+                .basic_get(queue.into(), BasicGetOptions { no_ack: true })
+                .await
+                .expect("get")
+            {
+                return m;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+        }
+    })
+    .await;
+    assert_eq!(got.delivery.data, b"over tls");
+}
+
+#[tokio::test]
+async fn server_only_tls_with_a_password() {
+    let t = start_tls(|_| {}).await;
+    let conn = t.connect("", None).await.expect("amqps connection");
+    round_trip(&conn, "tls-q").await;
+    // The plain listener keeps working beside it.
+    let (_c, ch) = t.b.channel().await;
+    within(ch.queue_declare(
+        "plain-q".into(),
+        QueueDeclareOptions::default(),
+        FieldTable::default(),
+    ))
+    .await
+    .expect("plain still served");
+}
+
+#[tokio::test]
+async fn mutual_tls_logs_in_with_external_as_the_subject_dn() {
+    let t = start_tls(|_| {}).await;
+    // Without a user of that name, EXTERNAL is refused with 403.
+    let err = t
+        .connect("?auth_mechanism=external", Some(&t.pki.client))
+        .await
+        .expect_err("no such user yet");
+    assert_eq!(code(&err), Some(403), "{err}");
+    // A passwordless user named after the certificate's DN, created over the API.
+    let addr = t.b.server.http_addr;
+    let path = format!("/api/users/{}", CLIENT_DN.replace(' ', "%20"));
+    let r = common::http::request(
+        addr,
+        "PUT",
+        &path,
+        Some(("guest", "guest")),
+        Some(r#"{"tags":""}"#),
+    )
+    .await;
+    assert_eq!(r.status, 201, "{}", r.body);
+    let conn = t
+        .connect("?auth_mechanism=external", Some(&t.pki.client))
+        .await
+        .expect("EXTERNAL login");
+    round_trip(&conn, "ext-q").await;
+    // That user has no password, so PLAIN cannot log in as it.
+    assert!(t.b.connect_as(CLIENT_DN, "").await.is_err());
+}
+
+#[tokio::test]
+async fn external_with_the_common_name() {
+    let t = start_tls(|c| {
+        c.ssl_cert_login_from = CertLoginFrom::CommonName;
+        c.default_user = "app-user".into();
+        c.loopback_users = vec![];
+    })
+    .await;
+    let conn = t
+        .connect("?auth_mechanism=external", Some(&t.pki.client))
+        .await
+        .expect("EXTERNAL login as the CN");
+    round_trip(&conn, "cn-q").await;
+}
+
+#[tokio::test]
+async fn external_is_offered_only_to_clients_with_a_certificate() {
+    let t = start_tls(|_| {}).await;
+    // Over TLS without a client certificate, and over plain TCP, EXTERNAL is not offered.
+    let err = t
+        .connect("?auth_mechanism=external", None)
+        .await
+        .expect_err("EXTERNAL without a certificate");
+    assert!(code(&err).is_none_or(|c| c == 403), "{err}");
+    let mut r = common::raw::Raw::connect(t.b.server.amqp_addr).await;
+    r.send(b"AMQP\x00\x00\x09\x01").await;
+    match r.frame().await {
+        Some(amq_protocol::frame::AMQPFrame::Method(
+            0,
+            amq_protocol::protocol::AMQPClass::Connection(
+                amq_protocol::protocol::connection::AMQPMethod::Start(s),
+            ),
+        )) => assert_eq!(s.mechanisms.to_string(), "PLAIN AMQPLAIN"),
+        other => panic!("expected connection.start, got {other:?}"),
+    }
+}
+
+#[tokio::test]
+async fn a_client_certificate_from_an_unknown_ca_is_refused() {
+    let t = start_tls(|_| {}).await;
+    assert!(t.connect("", Some(&t.pki.rogue_client)).await.is_err());
+    // Other clients are unaffected.
+    let conn = t
+        .connect("", Some(&t.pki.client))
+        .await
+        .expect("good client");
+    round_trip(&conn, "after-rogue").await;
+}
+
+#[tokio::test]
+async fn clients_without_a_certificate_can_be_refused() {
+    let t = start_tls(|c| c.tls_fail_if_no_peer_cert = true).await;
+    assert!(t.connect("", None).await.is_err());
+    let conn = t
+        .connect("", Some(&t.pki.client))
+        .await
+        .expect("with a certificate");
+    round_trip(&conn, "required").await;
+}
+
+#[tokio::test]
+async fn the_management_api_over_https() {
+    use tokio_rustls::rustls;
+    let t = start_tls(|_| {}).await;
+    let mut roots = rustls::RootCertStore::empty();
+    for c in rustls::pki_types::CertificateDer::pem_slice_iter(t.pki.ca.as_bytes()) {
+        roots.add(c.expect("ca pem")).expect("root");
+    }
+    let provider = Arc::new(rustls::crypto::aws_lc_rs::default_provider());
+    let config = rustls::ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .expect("versions")
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+    let connector = tokio_rustls::TlsConnector::from(Arc::new(config));
+    let tcp = tokio::net::TcpStream::connect(t.b.server.https_addr.expect("https"))
+        .await
+        .expect("connect");
+    let name = rustls::pki_types::ServerName::try_from("localhost").expect("name");
+    let mut tls = within(connector.connect(name, tcp))
+        .await
+        .expect("TLS handshake");
+    tls.write_all(
+        b"GET /api/overview HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\
+          Authorization: Basic Z3Vlc3Q6Z3Vlc3Q=\r\n\r\n",
+    )
+    .await
+    .expect("request");
+    let mut response = String::new();
+    within(tls.read_to_string(&mut response))
+        .await
+        .expect("response");
+    assert!(response.starts_with("HTTP/1.1 200"), "{response}");
+    assert!(response.contains("\"amqp/ssl\""), "{response}");
+    assert!(response.contains("\"https\""), "{response}");
+}
