@@ -24,6 +24,8 @@ pub struct Broker {
     next_id: AtomicU64,
     reply_targets: DashMap<String, crate::amqp::ReplyTarget>,
     delayer: std::sync::OnceLock<crate::delayed::Delayer>,
+    /// Open AMQP connections.
+    pub connections: Arc<crate::connections::Connections>,
 }
 
 impl Broker {
@@ -37,6 +39,7 @@ impl Broker {
             next_id: AtomicU64::new(1),
             reply_targets: DashMap::new(),
             delayer: std::sync::OnceLock::new(),
+            connections: Arc::default(),
             store,
             config,
         });
@@ -76,8 +79,10 @@ impl Broker {
             vhosts.push(vhost);
         }
         for name in vhosts {
-            self.vhosts
-                .insert(name.clone(), VHost::new(&name, self.store.clone()));
+            self.vhosts.insert(
+                name.clone(),
+                VHost::new(&name, self.store.clone(), self.config.max_queues_per_vhost),
+            );
         }
         for u in users {
             let tags: Vec<&str> = u.tags.iter().map(String::as_str).collect();

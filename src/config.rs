@@ -58,6 +58,14 @@ pub struct Config {
     pub ssl_cert_login_from: CertLoginFrom,
     /// Milliseconds to wait before refusing a failed login (0: none, as RabbitMQ).
     pub failed_login_delay: u64,
+    /// Open AMQP connections the node accepts (RabbitMQ's `connection_max`); 0: no limit.
+    pub max_connections: usize,
+    /// Consumers one channel may hold (RabbitMQ's `consumer_max_per_channel`); 0: no limit.
+    pub max_consumers_per_channel: usize,
+    /// Queues one virtual host may hold (RabbitMQ's `max-queues` vhost limit); 0: no limit.
+    pub max_queues_per_vhost: usize,
+    /// Unacknowledged deliveries one channel may hold, whatever its prefetch; 0: no limit.
+    pub max_unacked_per_channel: u32,
 }
 
 /// Where the EXTERNAL mechanism takes the user name from.
@@ -101,6 +109,10 @@ impl Default for Config {
             auth_mechanisms: vec!["PLAIN".into(), "AMQPLAIN".into()],
             ssl_cert_login_from: CertLoginFrom::DistinguishedName,
             failed_login_delay: 0,
+            max_connections: 0,
+            max_consumers_per_channel: 0,
+            max_queues_per_vhost: 0,
+            max_unacked_per_channel: 0,
         }
     }
 }

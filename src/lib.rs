@@ -9,6 +9,7 @@ pub mod auth;
 pub mod broker;
 pub mod config;
 pub mod confirm;
+pub mod connections;
 pub mod delayed;
 pub mod error;
 pub mod exchange;

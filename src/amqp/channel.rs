@@ -133,7 +133,8 @@ pub(crate) struct Channel {
 }
 
 impl Channel {
-    pub fn new(id: u16, uid: u64) -> Self {
+    /// A fresh channel; `max_unacked` (0: none) caps its unacknowledged deliveries.
+    pub fn new(id: u16, uid: u64, max_unacked: u32) -> Self {
         Channel {
             id,
             uid,
@@ -144,7 +145,7 @@ impl Channel {
             unacked: VecDeque::new(),
             consumers: HashMap::new(),
             prefetch: 0,
-            limiter: Arc::new(ChannelLimiter::default()),
+            limiter: Arc::new(ChannelLimiter::with_cap(max_unacked)),
             confirm: false,
             confirms: Confirms::default(),
             reply_to: None,

@@ -64,12 +64,14 @@ pub(crate) async fn run<R, W>(
     R: AsyncRead + Unpin,
     W: AsyncWrite + Unpin + Send + 'static,
 {
+    // Unregisters the connection when this function returns, however it ends.
+    let registration = opened.registration;
     let (sink, mut inbox) = mpsc::unbounded_channel();
     let (wtx, wrx) = mpsc::channel::<Bytes>(WRITER_QUEUE);
     let heartbeat = Duration::from_secs(u64::from(opened.heartbeat));
     let writer = tokio::spawn(write_loop(wr, wrx, heartbeat));
     let mut c = Connection {
-        id: broker.next_id(),
+        id: registration.id,
         broker,
         vhost: opened.vhost,
         user: opened.user,
@@ -356,7 +358,11 @@ impl Connection {
                 ChannelFrame::Method(m) => match *m {
                     AMQPClass::Channel(channel::AMQPMethod::Open(_)) => {
                         let uid = self.broker.next_id();
-                        *self.channel_slot(id) = Some(Box::new(Channel::new(id, uid)));
+                        *self.channel_slot(id) = Some(Box::new(Channel::new(
+                            id,
+                            uid,
+                            self.broker.config.max_unacked_per_channel,
+                        )));
                         self.send_method(
                             id,
                             AMQPClass::Channel(channel::AMQPMethod::OpenOk(channel::OpenOk {})),

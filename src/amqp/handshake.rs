@@ -4,6 +4,7 @@
 use crate::amqp::codec::{self, Frame};
 use crate::auth;
 use crate::broker::Broker;
+use crate::connections::{ConnectionInfo, Registration};
 use crate::error::{code, AmqpError};
 use crate::vhost::VHost;
 use amq_protocol::protocol::{connection, AMQPClass};
@@ -18,6 +19,8 @@ use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 pub(crate) struct Peer {
     /// Remote address.
     pub addr: std::net::SocketAddr,
+    /// Whether the connection came over TLS.
+    pub tls: bool,
     /// The user a verified TLS client certificate names (for EXTERNAL).
     pub cert_user: Option<String>,
 }
@@ -25,6 +28,8 @@ pub(crate) struct Peer {
 /// What the handshake settled.
 #[derive(Debug)]
 pub(crate) struct Opened {
+    /// The connection's place in the broker's registry (its id).
+    pub registration: Registration,
     pub user: String,
     pub vhost: Arc<VHost>,
     pub frame_max: u32,
@@ -117,6 +122,14 @@ fn expect_connection(f: Frame) -> Result<connection::AMQPMethod, Refused> {
         _ => Err(Refused::Close(AmqpError::unexpected_frame(
             "expected a method frame on channel 0",
         ))),
+    }
+}
+
+fn client_name(props: &FieldTable) -> Option<String> {
+    match props.inner().get("connection_name")? {
+        AMQPValue::LongString(s) => Some(String::from_utf8_lossy(s.as_bytes()).into_owned()),
+        AMQPValue::ShortString(s) => Some(s.to_string()),
+        _ => None,
     }
 }
 
@@ -266,12 +279,32 @@ pub(crate) async fn negotiate<R: AsyncRead + Unpin, W: AsyncWrite + Unpin>(
                 .with_method(10, 40),
         ));
     };
+    let info = ConnectionInfo {
+        id: broker.next_id(),
+        user: user.clone(),
+        vhost: vhost.name.clone(),
+        peer: peer.addr,
+        tls: peer.tls,
+        client_name: client_name(&start_ok.client_properties),
+        opened_at: std::time::SystemTime::now(),
+    };
+    let Some(registration) = broker.connections.admit(info, cfg.max_connections) else {
+        tracing::warn!(peer = %peer.addr, limit = cfg.max_connections, "node connection limit reached");
+        return Err(Refused::Close(
+            AmqpError::not_allowed(format!(
+                "connection refused: node connection limit ({}) is reached",
+                cfg.max_connections
+            ))
+            .with_method(10, 40),
+        ));
+    };
     send(
         wr,
         AMQPClass::Connection(connection::AMQPMethod::OpenOk(connection::OpenOk {})),
     )
     .await?;
     Ok(Opened {
+        registration,
         user,
         vhost,
         frame_max,

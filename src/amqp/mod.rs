@@ -46,7 +46,7 @@ pub async fn serve(
                     match &tls {
                         None => {
                             let (rd, wr) = socket.into_split();
-                            let peer = Peer { addr, cert_user: None };
+                            let peer = Peer { addr, tls: false, cert_user: None };
                             conns.spawn(handle(rd, wr, peer, deadline, broker, shutdown));
                         }
                         Some(acceptor) => {
@@ -92,7 +92,12 @@ async fn handle_tls(
         .and_then(|chain| chain.first())
         .and_then(|cert| crate::tls::cert_user_name(cert, broker.config.ssl_cert_login_from));
     let (rd, wr) = tokio::io::split(stream);
-    handle(rd, wr, Peer { addr, cert_user }, deadline, broker, shutdown).await;
+    let peer = Peer {
+        addr,
+        tls: true,
+        cert_user,
+    };
+    handle(rd, wr, peer, deadline, broker, shutdown).await;
 }
 
 async fn handle<R, W>(

@@ -38,7 +38,7 @@ pub(crate) async fn overview(State(b): State<AppState>, _: Authenticated) -> Jso
             {"name": "x-delayed-message", "description": "Delayed Message Exchange", "enabled": true}
         ],
         "listeners": listeners(&b, &node),
-        "object_totals": {"queues": queues, "exchanges": exchanges, "consumers": consumers, "connections": 0, "channels": 0},
+        "object_totals": {"queues": queues, "exchanges": exchanges, "consumers": consumers, "connections": b.connections.len(), "channels": 0},
         "queue_totals": {"messages": ready + unacked, "messages_ready": ready, "messages_unacknowledged": unacked},
         "message_stats": {}
     }))

@@ -113,11 +113,21 @@ pub struct ConsumerSpec {
 #[derive(Debug, Default)]
 pub struct ChannelLimiter {
     limit: AtomicU32,
+    /// The node's `max_unacked_per_channel` (0: none), a ceiling whatever the prefetch.
+    cap: u32,
     unacked: AtomicU32,
     blocked: AtomicBool,
 }
 
 impl ChannelLimiter {
+    /// A limiter whose channel may never hold more than `cap` unacked deliveries (0: no cap).
+    pub fn with_cap(cap: u32) -> Self {
+        ChannelLimiter {
+            cap,
+            ..Self::default()
+        }
+    }
+
     /// Sets the channel-wide prefetch (0 = unlimited).
     pub fn set_limit(&self, limit: u32) {
         self.limit.store(limit, Ordering::Release);
@@ -128,7 +138,7 @@ impl ChannelLimiter {
         let limit = self.limit.load(Ordering::Acquire);
         let mut cur = self.unacked.load(Ordering::Acquire);
         loop {
-            if limit != 0 && cur >= limit {
+            if (limit != 0 && cur >= limit) || (self.cap != 0 && cur >= self.cap) {
                 self.blocked.store(true, Ordering::Release);
                 return false;
             }

@@ -12,6 +12,7 @@ use crate::store::schema::{self, flags};
 use crate::store::{Op, Store};
 use amq_protocol::types::{AMQPValue, FieldTable};
 use dashmap::DashMap;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
 mod routing;
@@ -73,6 +74,8 @@ pub struct VHost {
     queues: DashMap<String, QueueRef>,
     /// Where durable changes are written.
     pub store: Store,
+    /// Most queues it may hold (0: no limit).
+    pub max_queues: AtomicUsize,
 }
 
 /// Describes an argument value as RabbitMQ's inequivalence errors do.
@@ -104,12 +107,13 @@ fn value_text(v: Option<&AMQPValue>) -> String {
 
 impl VHost {
     /// A virtual host with RabbitMQ's predeclared exchanges.
-    pub fn new(name: &str, store: Store) -> Arc<VHost> {
+    pub fn new(name: &str, store: Store, max_queues: usize) -> Arc<VHost> {
         let v = VHost {
             name: name.to_owned(),
             exchanges: DashMap::new(),
             queues: DashMap::new(),
             store,
+            max_queues: AtomicUsize::new(max_queues),
         };
         for (x, kind, internal) in [
             ("", ExchangeKind::Direct, false),
@@ -593,6 +597,13 @@ impl VHost {
         if name.starts_with("amq.") && !o.server_named {
             return Err(AmqpError::access_refused(format!(
                 "queue name '{name}' contains reserved prefix 'amq.*'"
+            )));
+        }
+        let max = self.max_queues.load(Ordering::Relaxed);
+        if max != 0 && self.queues.len() >= max {
+            return Err(AmqpError::precondition_failed(format!(
+                "cannot declare queue '{name}': queue limit in vhost '{}' ({max}) is reached",
+                self.name
             )));
         }
         let describe = format!("queue '{name}' in vhost '{}'", self.name);

@@ -86,6 +86,12 @@ impl Connection {
                 "attempt to reuse consumer tag '{tag}'"
             )));
         }
+        let max = self.broker.config.max_consumers_per_channel;
+        if max != 0 && ch.consumers.len() >= max {
+            return Err(AmqpError::not_allowed(format!(
+                "reached maximum ({max}) of consumers per channel"
+            )));
+        }
         let Some(priority) = crate::queue::args::consumer_priority(&c.arguments) else {
             return Err(AmqpError::precondition_failed(format!(
                 "invalid arg 'x-priority' for consumer on {}",
@@ -149,6 +155,13 @@ impl Connection {
     async fn basic_get(&mut self, ch: &mut Channel, g: basic::Get) -> AmqpResult<()> {
         let q = self.vhost.queue(g.queue.as_str())?;
         self.vhost.check_exclusive(&q, self.id)?;
+        let cap = self.broker.config.max_unacked_per_channel as usize;
+        if !g.no_ack && cap != 0 && ch.unacked.len() >= cap {
+            return Err(AmqpError::precondition_failed(format!(
+                "unacknowledged message limit ({cap}) reached on channel {}",
+                ch.id
+            )));
+        }
         match q.get(g.no_ack).await? {
             None => self.send_method(
                 ch.id,
