@@ -359,3 +359,36 @@ async fn the_binary_starts_and_stops_on_sigterm_closing_clients_with_320() {
     let status = within(child.wait()).await.expect("exit status");
     assert!(status.success(), "exit status {status}");
 }
+
+#[tokio::test]
+async fn frames_pipelined_behind_connection_open_are_served() {
+    // Found by the connection fuzz target: a client that writes its whole opening, and a
+    // channel.open, in one go must not wait for more bytes before channel.open-ok.
+    use common::raw::{raw_method, short_str};
+    let b = start().await;
+    let mut bytes = b"AMQP\x00\x00\x09\x01".to_vec();
+    let mut start_ok = vec![0, 0, 0, 0];
+    start_ok.extend(short_str(b"PLAIN"));
+    start_ok.extend_from_slice(&12u32.to_be_bytes());
+    start_ok.extend_from_slice(b"\0guest\0guest");
+    start_ok.extend(short_str(b"en_US"));
+    bytes.extend(raw_method(0, 10, 11, &start_ok));
+    let mut tune_ok = 2047u16.to_be_bytes().to_vec();
+    tune_ok.extend_from_slice(&131_072u32.to_be_bytes());
+    tune_ok.extend_from_slice(&0u16.to_be_bytes());
+    bytes.extend(raw_method(0, 10, 31, &tune_ok));
+    let mut open = short_str(b"/");
+    open.extend(short_str(b""));
+    open.push(0);
+    bytes.extend(raw_method(0, 10, 40, &open));
+    bytes.extend(raw_method(1, 20, 10, &short_str(b"")));
+    let mut r = Raw::connect(b.server.amqp_addr).await;
+    r.send(&bytes).await;
+    loop {
+        match r.frame().await {
+            Some(AMQPFrame::Method(1, AMQPClass::Channel(channel::AMQPMethod::OpenOk(_)))) => break,
+            Some(_) => continue,
+            None => panic!("closed before channel.open-ok"),
+        }
+    }
+}

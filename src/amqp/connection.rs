@@ -96,6 +96,13 @@ pub(crate) async fn run<R, W>(
         heartbeat
     });
     let mut events = Vec::with_capacity(256);
+    // Frames a client pipelined behind connection.open arrived with the handshake.
+    if !rbuf.is_empty() {
+        c.on_bytes(&mut rbuf).await;
+        if !c.out.is_empty() {
+            let _ = wtx.send(c.out.split().freeze()).await;
+        }
+    }
     while !c.done {
         let close_deadline = c
             .closing

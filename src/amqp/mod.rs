@@ -69,6 +69,23 @@ pub async fn serve(
     .await;
 }
 
+/// Runs one client connection over any byte stream (TCP, TLS, or an in-memory pipe for
+/// fuzzing and embedding) from its protocol header to its end.
+pub async fn serve_stream<S>(broker: Arc<Broker>, stream: S, addr: SocketAddr)
+where
+    S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+{
+    let deadline = Instant::now() + Duration::from_secs(broker.config.handshake_timeout);
+    let (rd, wr) = tokio::io::split(stream);
+    let peer = Peer {
+        addr,
+        tls: false,
+        cert_user: None,
+    };
+    let (_never, shutdown) = watch::channel(false);
+    handle(rd, wr, peer, deadline, broker, shutdown).await;
+}
+
 async fn handle_tls(
     acceptor: TlsAcceptor,
     socket: TcpStream,

@@ -121,8 +121,8 @@ async fn not_found(State(_): State<AppState>) -> ApiError {
     ApiError::not_found()
 }
 
-/// The API's routes.
-pub(crate) fn router(broker: AppState) -> Router {
+/// The API's routes, served by [`serve`] and [`serve_tls`] (public for fuzzing and embedding).
+pub fn router(broker: Arc<Broker>) -> Router {
     Router::new()
         .route("/", get(index))
         .route("/api/overview", get(overview::overview))
