@@ -239,3 +239,33 @@ async fn randomly_mutated_valid_frames() {
     }
     still_serving(&b).await;
 }
+
+#[tokio::test]
+async fn a_body_frame_over_frame_max_is_501() {
+    let b = start().await;
+    let mut header = 60u16.to_be_bytes().to_vec();
+    header.extend_from_slice(&[0, 0]);
+    header.extend_from_slice(&200_000u64.to_be_bytes());
+    header.extend_from_slice(&[0, 0]);
+    let mut bytes = publish_to("q");
+    bytes.extend(frame(2, 1, &header));
+    // One byte more than the negotiated 131072-byte frame, sent in full.
+    bytes.extend(frame(3, 1, &vec![b'x'; 131_072 - 8 + 1]));
+    let mut r = Raw::open(b.server.amqp_addr).await;
+    assert_eq!(outcome(&mut r, &bytes).await, Some(501));
+    still_serving(&b).await;
+}
+
+#[tokio::test]
+async fn an_http_request_on_the_amqp_port_gets_the_amqp_header_and_a_close() {
+    let b = start().await;
+    let mut r = Raw::connect(b.server.amqp_addr).await;
+    r.send(b"GET /api/overview HTTP/1.1\r\nHost: localhost\r\n\r\n")
+        .await;
+    assert_eq!(
+        r.read_exact_bytes(8).await.as_deref(),
+        Some(&b"AMQP\x00\x00\x09\x01"[..])
+    );
+    assert!(r.closed_by_peer().await);
+    still_serving(&b).await;
+}
