@@ -42,6 +42,10 @@ pub struct Config {
     pub amqps_listen: Option<SocketAddr>,
     /// HTTPS listener for the management API (RabbitMQ's port is 15671).
     pub https_listen: Option<SocketAddr>,
+    /// Prometheus metrics listener (RabbitMQ's port is 15692).
+    pub metrics_listen: SocketAddr,
+    /// Prometheus metrics over HTTPS (RabbitMQ's port is 15691).
+    pub metrics_https_listen: Option<SocketAddr>,
     /// Server certificate chain, PEM.
     pub tls_cert: Option<PathBuf>,
     /// Server private key, PEM.
@@ -102,6 +106,8 @@ impl Default for Config {
             loopback_users: vec!["guest".into()],
             amqps_listen: None,
             https_listen: None,
+            metrics_listen: SocketAddr::from(([0, 0, 0, 0], 15692)),
+            metrics_https_listen: None,
             tls_cert: None,
             tls_key: None,
             tls_ca: None,
@@ -177,11 +183,14 @@ impl Config {
                 "default_vhost must not be empty".into(),
             ));
         }
-        if (self.amqps_listen.is_some() || self.https_listen.is_some())
+        if (self.amqps_listen.is_some()
+            || self.https_listen.is_some()
+            || self.metrics_https_listen.is_some())
             && (self.tls_cert.is_none() || self.tls_key.is_none())
         {
             return Err(ConfigError::Invalid(
-                "amqps_listen and https_listen need tls_cert and tls_key".into(),
+                "amqps_listen, https_listen and metrics_https_listen need tls_cert and tls_key"
+                    .into(),
             ));
         }
         if self.auth_mechanisms.is_empty() {

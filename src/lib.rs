@@ -15,6 +15,7 @@ pub mod error;
 pub mod exchange;
 pub mod http;
 pub mod message;
+pub mod metrics;
 pub mod queue;
 pub mod store;
 pub mod tls;
@@ -38,6 +39,10 @@ pub struct Server {
     pub amqps_addr: Option<SocketAddr>,
     /// Address of the management API's HTTPS listener, when enabled.
     pub https_addr: Option<SocketAddr>,
+    /// Address of the Prometheus metrics listener.
+    pub metrics_addr: SocketAddr,
+    /// Address of the metrics' HTTPS listener, when enabled.
+    pub metrics_https_addr: Option<SocketAddr>,
     /// Shared broker state.
     pub broker: Arc<Broker>,
     shutdown: watch::Sender<bool>,
@@ -75,13 +80,23 @@ impl Server {
         let amqp_addr = listener.local_addr()?;
         let http_listener = tokio::net::TcpListener::bind(cfg.http_listen).await?;
         let http_addr = http_listener.local_addr()?;
+        let metrics_listener = tokio::net::TcpListener::bind(cfg.metrics_listen).await?;
+        let metrics_addr = metrics_listener.local_addr()?;
         let (shutdown, rx) = watch::channel(false);
+        let api = http::router(broker.clone());
+        let prometheus = metrics::router(broker.clone());
         let mut tasks = vec![
-            tokio::spawn(http::serve(http_listener, broker.clone(), rx.clone())),
+            tokio::spawn(http::serve(http_listener, api.clone(), rx.clone())),
+            tokio::spawn(http::serve(
+                metrics_listener,
+                prometheus.clone(),
+                rx.clone(),
+            )),
             tokio::spawn(amqp::serve(listener, broker.clone(), rx.clone(), None)),
         ];
         let mut amqps_addr = None;
         let mut https_addr = None;
+        let mut metrics_https_addr = None;
         if let Some(acceptor) = acceptor {
             if let Some(addr) = cfg.amqps_listen {
                 let l = tokio::net::TcpListener::bind(addr).await?;
@@ -92,12 +107,13 @@ impl Server {
             if let Some(addr) = cfg.https_listen {
                 let l = tokio::net::TcpListener::bind(addr).await?;
                 https_addr = Some(l.local_addr()?);
-                tasks.push(tokio::spawn(http::serve_tls(
-                    l,
-                    broker.clone(),
-                    rx,
-                    acceptor,
-                )));
+                let (rx, a) = (rx.clone(), acceptor.clone());
+                tasks.push(tokio::spawn(http::serve_tls(l, api, rx, a)));
+            }
+            if let Some(addr) = cfg.metrics_https_listen {
+                let l = tokio::net::TcpListener::bind(addr).await?;
+                metrics_https_addr = Some(l.local_addr()?);
+                tasks.push(tokio::spawn(http::serve_tls(l, prometheus, rx, acceptor)));
             }
         }
         let task = tokio::spawn(async move {
@@ -107,17 +123,23 @@ impl Server {
         });
         tracing::info!(%amqp_addr, "Warren {} listening", env!("CARGO_PKG_VERSION"));
         tracing::info!(%http_addr, "management API listening");
+        tracing::info!(%metrics_addr, "Prometheus metrics listening");
         if let Some(addr) = amqps_addr {
             tracing::info!(%addr, "AMQP over TLS listening");
         }
         if let Some(addr) = https_addr {
             tracing::info!(%addr, "management API over HTTPS listening");
         }
+        if let Some(addr) = metrics_https_addr {
+            tracing::info!(%addr, "Prometheus metrics over HTTPS listening");
+        }
         Ok(Server {
             amqp_addr,
             http_addr,
             amqps_addr,
             https_addr,
+            metrics_addr,
+            metrics_https_addr,
             broker,
             shutdown,
             task,

@@ -18,6 +18,9 @@ struct Cli {
     /// Management HTTP listener address.
     #[arg(long)]
     http_listen: Option<SocketAddr>,
+    /// Prometheus metrics listener address.
+    #[arg(long)]
+    metrics_listen: Option<SocketAddr>,
     /// Data directory of the embedded store.
     #[arg(long)]
     data_dir: Option<PathBuf>,
@@ -50,6 +53,9 @@ fn load(cli: &Cli) -> Result<Config, warren::config::ConfigError> {
     }
     if let Some(a) = cli.http_listen {
         config.http_listen = a;
+    }
+    if let Some(a) = cli.metrics_listen {
+        config.metrics_listen = a;
     }
     if let Some(d) = &cli.data_dir {
         config.data_dir = d.clone();

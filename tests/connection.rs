@@ -330,6 +330,7 @@ async fn the_binary_starts_and_stops_on_sigterm_closing_clients_with_320() {
     };
     let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_warren"))
         .args(["--http-listen", "127.0.0.1:0"])
+        .args(["--metrics-listen", "127.0.0.1:0"])
         .arg("--amqp-listen")
         .arg(format!("127.0.0.1:{port}"))
         .arg("--data-dir")

@@ -28,6 +28,7 @@ async fn launch(dir: &std::path::Path) -> Running {
     let child = tokio::process::Command::new(env!("CARGO_BIN_EXE_warren"))
         .args(["--amqp-listen", &format!("127.0.0.1:{port}")])
         .args(["--http-listen", "127.0.0.1:0"])
+        .args(["--metrics-listen", "127.0.0.1:0"])
         .arg("--data-dir")
         .arg(dir)
         .args([

@@ -390,6 +390,7 @@ async fn start_error(dir: &std::path::Path) -> String {
     let config = Config {
         amqp_listen: "127.0.0.1:0".parse().expect("addr"),
         http_listen: "127.0.0.1:0".parse().expect("addr"),
+        metrics_listen: "127.0.0.1:0".parse().expect("addr"),
         data_dir: dir.to_owned(),
         ..Config::default()
     };
@@ -505,6 +506,7 @@ async fn passwords_are_stored_as_rabbitmq_sha256_hashes() {
     let config = Config {
         amqp_listen: "127.0.0.1:0".parse().expect("addr"),
         http_listen: "127.0.0.1:0".parse().expect("addr"),
+        metrics_listen: "127.0.0.1:0".parse().expect("addr"),
         data_dir: dir.clone(),
         ..Config::default()
     };

@@ -113,6 +113,7 @@ async fn start_tls(adjust: impl FnOnce(&mut warren::config::Config)) -> TlsBroke
     let b = start_with(|c| {
         c.amqps_listen = Some("127.0.0.1:0".parse().expect("addr"));
         c.https_listen = Some("127.0.0.1:0".parse().expect("addr"));
+        c.metrics_https_listen = Some("127.0.0.1:0".parse().expect("addr"));
         c.tls_cert = Some(cert);
         c.tls_key = Some(key);
         c.tls_ca = Some(ca);
@@ -295,10 +296,9 @@ async fn clients_without_a_certificate_can_be_refused() {
     round_trip(&conn, "required").await;
 }
 
-#[tokio::test]
-async fn the_management_api_over_https() {
+/// GET over HTTPS, trusting the test CA; returns the whole response.
+async fn https_get(t: &TlsBroker, addr: std::net::SocketAddr, path: &str) -> String {
     use tokio_rustls::rustls;
-    let t = start_tls(|_| {}).await;
     let mut roots = rustls::RootCertStore::empty();
     for c in rustls::pki_types::CertificateDer::pem_slice_iter(t.pki.ca.as_bytes()) {
         roots.add(c.expect("ca pem")).expect("root");
@@ -310,24 +310,36 @@ async fn the_management_api_over_https() {
         .with_root_certificates(roots)
         .with_no_client_auth();
     let connector = tokio_rustls::TlsConnector::from(Arc::new(config));
-    let tcp = tokio::net::TcpStream::connect(t.b.server.https_addr.expect("https"))
-        .await
-        .expect("connect");
+    let tcp = tokio::net::TcpStream::connect(addr).await.expect("connect");
     let name = rustls::pki_types::ServerName::try_from("localhost").expect("name");
     let mut tls = within(connector.connect(name, tcp))
         .await
         .expect("TLS handshake");
-    tls.write_all(
-        b"GET /api/overview HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\
-          Authorization: Basic Z3Vlc3Q6Z3Vlc3Q=\r\n\r\n",
-    )
-    .await
-    .expect("request");
+    let request = format!(
+        "GET {path} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\
+         Authorization: Basic Z3Vlc3Q6Z3Vlc3Q=\r\n\r\n"
+    );
+    tls.write_all(request.as_bytes()).await.expect("request");
     let mut response = String::new();
     within(tls.read_to_string(&mut response))
         .await
         .expect("response");
+    response
+}
+
+#[tokio::test]
+async fn the_management_api_and_metrics_over_https() {
+    let t = start_tls(|_| {}).await;
+    let response = https_get(&t, t.b.server.https_addr.expect("https"), "/api/overview").await;
     assert!(response.starts_with("HTTP/1.1 200"), "{response}");
     assert!(response.contains("\"amqp/ssl\""), "{response}");
     assert!(response.contains("\"https\""), "{response}");
+    let metrics = https_get(
+        &t,
+        t.b.server.metrics_https_addr.expect("metrics https"),
+        "/metrics",
+    )
+    .await;
+    assert!(metrics.starts_with("HTTP/1.1 200"), "{metrics}");
+    assert!(metrics.contains("\nrabbitmq_connections "), "{metrics}");
 }

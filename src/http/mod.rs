@@ -19,6 +19,13 @@ use std::sync::Arc;
 use tokio::net::TcpListener;
 use tokio::sync::watch;
 
+pub(crate) use overview::RABBITMQ_VERSION;
+
+/// The node name reported by the API and the metrics.
+pub(crate) fn node_name(b: &Broker) -> String {
+    format!("warren@{}", b.config.cluster_name)
+}
+
 /// Shared state of the handlers.
 pub(crate) type AppState = Arc<Broker>;
 
@@ -167,13 +174,8 @@ pub fn router(broker: Arc<Broker>) -> Router {
         .with_state(broker)
 }
 
-/// Serves the API until shutdown.
-pub async fn serve(
-    listener: TcpListener,
-    broker: Arc<Broker>,
-    mut shutdown: watch::Receiver<bool>,
-) {
-    let app = router(broker);
+/// Serves a router (the API's or the metrics') over plain HTTP until shutdown.
+pub async fn serve(listener: TcpListener, app: Router, mut shutdown: watch::Receiver<bool>) {
     let stop = async move {
         let _ = shutdown.changed().await;
     };
@@ -185,15 +187,14 @@ pub async fn serve(
     }
 }
 
-/// Serves the API over TLS until shutdown: each connection completes its TLS handshake within
+/// Serves a router over TLS until shutdown: each connection completes its TLS handshake within
 /// ten seconds, then is served by hyper with the same router.
 pub async fn serve_tls(
     listener: TcpListener,
-    broker: Arc<Broker>,
+    app: Router,
     mut shutdown: watch::Receiver<bool>,
     acceptor: tokio_rustls::TlsAcceptor,
 ) {
-    let app = router(broker);
     let mut conns = tokio::task::JoinSet::new();
     loop {
         tokio::select! {

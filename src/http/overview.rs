@@ -22,7 +22,7 @@ pub(crate) async fn overview(State(b): State<AppState>, _: Authenticated) -> Jso
             }
         }
     }
-    let node = format!("warren@{}", b.config.cluster_name);
+    let node = super::node_name(&b);
     Json(json!({
         "product_name": "Warren",
         "product_version": env!("CARGO_PKG_VERSION"),

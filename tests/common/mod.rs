@@ -68,6 +68,7 @@ impl TestBroker {
         let config = Config {
             amqp_listen: "127.0.0.1:0".parse().expect("addr"),
             http_listen: "127.0.0.1:0".parse().expect("addr"),
+            metrics_listen: "127.0.0.1:0".parse().expect("addr"),
             data_dir: dir.path().to_owned(),
             ..Config::default()
         };
@@ -91,6 +92,7 @@ pub async fn start_with(adjust: impl FnOnce(&mut Config)) -> TestBroker {
     let mut config = Config {
         amqp_listen: "127.0.0.1:0".parse().expect("addr"),
         http_listen: "127.0.0.1:0".parse().expect("addr"),
+        metrics_listen: "127.0.0.1:0".parse().expect("addr"),
         data_dir: dir.path().to_owned(),
         ..Config::default()
     };

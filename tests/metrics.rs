@@ -1,0 +1,114 @@
+//! Prometheus metrics: RabbitMQ's metric names on `/metrics` (aggregated) and
+//! `/metrics/per-object`, reflecting what AMQP clients did.
+
+mod common;
+
+use common::http::request;
+use common::*;
+use futures_lite::StreamExt;
+use lapin::options::*;
+use lapin::types::FieldTable;
+use lapin::BasicProperties;
+
+/// The value of an unlabelled or labelled sample line `name{...} value`.
+fn sample(text: &str, series: &str) -> Option<f64> {
+    text.lines().find_map(|l| {
+        l.strip_prefix(series)?
+            .strip_prefix(' ')?
+            .trim()
+            .parse()
+            .ok()
+    })
+}
+
+#[tokio::test]
+async fn metrics_follow_amqp_activity() {
+    let b = start().await;
+    let (_c, ch) = b.channel().await;
+    within(ch.queue_declare(
+        "m-q".into(),
+        QueueDeclareOptions::default(),
+        FieldTable::default(),
+    ))
+    .await
+    .expect("declare");
+    for _ in 0..3 {
+        within(ch.basic_publish(
+            "".into(),
+            "m-q".into(),
+            Default::default(),
+            b"12345",
+            BasicProperties::default(),
+        ))
+        .await
+        .expect("publish");
+    }
+    within(ch.basic_qos(1, BasicQosOptions::default()))
+        .await
+        .expect("qos");
+    let mut consumer = within(ch.basic_consume(
+        "m-q".into(),
+        "c".into(),
+        Default::default(),
+        FieldTable::default(),
+    ))
+    .await
+    .expect("consume");
+    within(consumer.next())
+        .await
+        .expect("open")
+        .expect("delivery");
+    let addr = b.server.metrics_addr;
+    let r = within(async {
+        loop {
+            let r = request(addr, "GET", "/metrics", None, None).await;
+            if sample(&r.body, "rabbitmq_queue_messages_unacked") == Some(1.0) {
+                return r;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        }
+    })
+    .await;
+    assert_eq!(r.status, 200);
+    assert!(
+        r.headers.contains("text/plain; version=0.0.4"),
+        "{}",
+        r.headers
+    );
+    let m = &r.body;
+    assert_eq!(sample(m, "rabbitmq_connections"), Some(1.0), "{m}");
+    assert_eq!(sample(m, "rabbitmq_queues"), Some(1.0), "{m}");
+    assert_eq!(sample(m, "rabbitmq_consumers"), Some(1.0), "{m}");
+    assert_eq!(sample(m, "rabbitmq_queue_messages_ready"), Some(2.0), "{m}");
+    assert_eq!(sample(m, "rabbitmq_queue_messages"), Some(3.0), "{m}");
+    assert_eq!(
+        sample(m, "rabbitmq_queue_messages_ready_bytes"),
+        Some(10.0),
+        "{m}"
+    );
+    assert!(sample(m, "rabbitmq_process_resident_memory_bytes").is_some_and(|v| v > 0.0));
+    assert!(
+        m.contains("# TYPE rabbitmq_queue_messages_ready gauge"),
+        "{m}"
+    );
+    assert!(
+        m.contains("rabbitmq_build_info{rabbitmq_version=\"3.13."),
+        "{m}"
+    );
+    let per = request(addr, "GET", "/metrics/per-object", None, None)
+        .await
+        .body;
+    assert_eq!(
+        sample(
+            &per,
+            "rabbitmq_queue_messages_ready{vhost=\"/\",queue=\"m-q\"}"
+        ),
+        Some(2.0),
+        "{per}"
+    );
+    assert_eq!(
+        sample(&per, "rabbitmq_queue_consumers{vhost=\"/\",queue=\"m-q\"}"),
+        Some(1.0),
+        "{per}"
+    );
+}
