@@ -4,8 +4,10 @@
 use crate::auth::User;
 use crate::config::Config;
 use crate::exchange::Destination;
+use crate::permissions::{Access, Permission, Permissions, TopicPermission};
 use crate::queue::QueueShared;
 use crate::store::schema;
+use crate::store::RecoveredPermission;
 use crate::store::{Op, Recovered, Store, StoreError};
 use crate::vhost::VHost;
 use dashmap::DashMap;
@@ -26,6 +28,8 @@ pub struct Broker {
     delayer: std::sync::OnceLock<crate::delayed::Delayer>,
     /// Open AMQP connections.
     pub connections: Arc<crate::connections::Connections>,
+    /// Who may do what where (change through the `*_permission` methods, which persist).
+    pub permissions: Permissions,
 }
 
 impl Broker {
@@ -40,6 +44,7 @@ impl Broker {
             reply_targets: DashMap::new(),
             delayer: std::sync::OnceLock::new(),
             connections: Arc::default(),
+            permissions: Permissions::default(),
             store,
             config,
         });
@@ -75,8 +80,13 @@ impl Broker {
             self.store.submit(Op::PutVhost(vhost.clone()));
             let user = User::new(&user, &pass, &["administrator"]);
             self.store.submit(user_record(&user));
+            self.set_permission(&vhost, &user.name, Permission::full());
             self.users.insert(user.name.clone(), user);
             vhosts.push(vhost);
+        }
+        let migrate = !r.fresh && r.permissions.is_empty();
+        for p in r.permissions {
+            self.restore_permission(p);
         }
         for name in vhosts {
             self.vhosts.insert(
@@ -92,6 +102,14 @@ impl Broker {
                 }
                 None => {
                     tracing::error!(user = %u.name, "stored password hash is invalid; user skipped")
+                }
+            }
+        }
+        if migrate {
+            // A store from before permissions existed: everyone had full access; keep it so.
+            for v in &self.vhosts() {
+                for u in self.users() {
+                    self.set_permission(&v.name, &u.name, Permission::full());
                 }
             }
         }
@@ -162,8 +180,77 @@ impl Broker {
         let found = self.users.remove(name).is_some();
         if found {
             self.store.submit(Op::DeleteUser(name.to_owned()));
+            for (vhost, user, _) in self.permissions.list() {
+                if user == name {
+                    self.clear_permission(&vhost, &user);
+                }
+            }
+            for vhost in self.vhosts() {
+                self.clear_topic_permissions(&vhost.name, name, None);
+            }
         }
         found
+    }
+
+    /// Sets a user's configure/write/read permissions in a vhost (persisted).
+    pub fn set_permission(&self, vhost: &str, user: &str, p: Permission) {
+        self.store.submit(Op::PutPermission {
+            key: schema::encode_parts(&[b"p", vhost.as_bytes(), user.as_bytes()]),
+            value: schema::encode_parts(&[
+                p.pattern(Access::Configure).as_bytes(),
+                p.pattern(Access::Write).as_bytes(),
+                p.pattern(Access::Read).as_bytes(),
+            ]),
+        });
+        self.permissions.set(vhost, user, p);
+    }
+
+    /// Removes a user's permissions in a vhost; false when there were none.
+    pub fn clear_permission(&self, vhost: &str, user: &str) -> bool {
+        let found = self.permissions.clear(vhost, user);
+        if found {
+            self.store.submit(Op::DeletePermission {
+                key: schema::encode_parts(&[b"p", vhost.as_bytes(), user.as_bytes()]),
+            });
+        }
+        found
+    }
+
+    /// Sets a user's topic permission on an exchange (persisted).
+    pub fn set_topic_permission(&self, vhost: &str, user: &str, t: TopicPermission) {
+        self.store.submit(Op::PutPermission {
+            key: topic_key(vhost, user, &t.exchange),
+            value: schema::encode_parts(&[t.write().as_bytes(), t.read().as_bytes()]),
+        });
+        self.permissions.set_topic(vhost, user, t);
+    }
+
+    /// Removes a user's topic permissions in a vhost (on one exchange, or all); false when
+    /// there were none.
+    pub fn clear_topic_permissions(&self, vhost: &str, user: &str, exchange: Option<&str>) -> bool {
+        let gone = self.permissions.clear_topics(vhost, user, exchange);
+        for x in &gone {
+            self.store.submit(Op::DeletePermission {
+                key: topic_key(vhost, user, x),
+            });
+        }
+        !gone.is_empty()
+    }
+
+    fn restore_permission(&self, p: RecoveredPermission) {
+        let k: Vec<&str> = p.key.iter().map(String::as_str).collect();
+        let v: Vec<&str> = p.patterns.iter().map(String::as_str).collect();
+        let restored = match (k.as_slice(), v.as_slice()) {
+            (["p", vhost, user], [c, w, r]) => {
+                Permission::new(c, w, r).map(|perm| self.permissions.set(vhost, user, perm))
+            }
+            (["t", vhost, user, x], [w, r]) => TopicPermission::new(x, w, r, user, vhost)
+                .map(|t| self.permissions.set_topic(vhost, user, t)),
+            _ => Err("unknown record".into()),
+        };
+        if let Err(e) = restored {
+            tracing::error!(key = ?p.key, error = %e, "stored permission skipped");
+        }
     }
 
     /// Every user.
@@ -187,6 +274,10 @@ impl Broker {
         self.store.sync().await;
         self.store.close().await;
     }
+}
+
+fn topic_key(vhost: &str, user: &str, exchange: &str) -> Vec<u8> {
+    schema::encode_parts(&[b"t", vhost.as_bytes(), user.as_bytes(), exchange.as_bytes()])
 }
 
 /// The store operation that records a user: hash, tags, hashing module.

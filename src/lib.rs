@@ -16,6 +16,7 @@ pub mod exchange;
 pub mod http;
 pub mod message;
 pub mod metrics;
+pub mod permissions;
 pub mod queue;
 pub mod store;
 pub mod tls;

@@ -300,6 +300,19 @@ async fn whoami_and_users_show_rabbitmq_password_hashes() {
         .is_some_and(|u| u.password_matches("guest")));
 }
 
+/// Full permissions on vhost / for a user.
+async fn grant(addr: std::net::SocketAddr, user: &str) {
+    let r = request(
+        addr,
+        "PUT",
+        &format!("/api/permissions/%2F/{user}"),
+        Some(("guest", "guest")),
+        Some(r#"{"configure":".*","write":".*","read":".*"}"#),
+    )
+    .await;
+    assert_eq!(r.status, 201, "{}", r.body);
+}
+
 #[tokio::test]
 async fn users_are_created_updated_and_deleted_and_log_in_over_amqp() {
     let b = start_with(|c| c.loopback_users = vec![]).await;
@@ -315,6 +328,7 @@ async fn users_are_created_updated_and_deleted_and_log_in_over_amqp() {
     )
     .await;
     assert_eq!(r.status, 201, "{}", r.body);
+    grant(addr, "alice").await;
     b.connect_as("alice", "wonder")
         .await
         .expect("alice logs in");
@@ -338,6 +352,7 @@ async fn users_are_created_updated_and_deleted_and_log_in_over_amqp() {
         );
         let r = request(addr, "PUT", &format!("/api/users/{name}"), admin, Some(&body)).await;
         assert_eq!(r.status, 201, "{name}: {}", r.body);
+        grant(addr, name).await;
         b.connect_as(name, "test12").await.expect("imported hash logs in");
     }
     let r = request(

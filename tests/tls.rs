@@ -227,6 +227,15 @@ async fn mutual_tls_logs_in_with_external_as_the_subject_dn() {
     )
     .await;
     assert_eq!(r.status, 201, "{}", r.body);
+    let r = common::http::request(
+        addr,
+        "PUT",
+        &format!("/api/permissions/%2F/{}", CLIENT_DN.replace(' ', "%20")),
+        Some(("guest", "guest")),
+        Some(r#"{"configure":".*","write":".*","read":".*"}"#),
+    )
+    .await;
+    assert_eq!(r.status, 201, "{}", r.body);
     let conn = t
         .connect("?auth_mechanism=external", Some(&t.pki.client))
         .await

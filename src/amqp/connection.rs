@@ -42,6 +42,8 @@ pub(crate) struct Connection {
     pub route_buf: Vec<QueueRef>,
     /// The exchange last published to (saves a registry lookup per message).
     pub exchange_cache: Option<Arc<crate::exchange::Exchange>>,
+    /// The user's topic permissions in this vhost, read at connection.open (None: unrestricted).
+    pub topic_permissions: Option<Arc<Vec<crate::permissions::TopicPermission>>>,
     /// The queue last reached through the default exchange.
     pub default_route: Option<QueueRef>,
     /// Channels with publishes waiting for their confirm.
@@ -66,6 +68,7 @@ pub(crate) async fn run<R, W>(
 {
     // Unregisters the connection when this function returns, however it ends.
     let registration = opened.registration;
+    let topic_permissions = broker.permissions.topics(&opened.vhost.name, &opened.user);
     let (sink, mut inbox) = mpsc::unbounded_channel();
     let (wtx, wrx) = mpsc::channel::<Bytes>(WRITER_QUEUE);
     let heartbeat = Duration::from_secs(u64::from(opened.heartbeat));
@@ -84,6 +87,7 @@ pub(crate) async fn run<R, W>(
         channels: Vec::new(),
         route_buf: Vec::new(),
         exchange_cache: None,
+        topic_permissions,
         default_route: None,
         confirm_dirty: Vec::new(),
         closing: None,

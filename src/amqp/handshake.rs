@@ -279,6 +279,15 @@ pub(crate) async fn negotiate<R: AsyncRead + Unpin, W: AsyncWrite + Unpin>(
                 .with_method(10, 40),
         ));
     };
+    if broker.permissions.get(vhost_name, &user).is_none() {
+        tracing::warn!(user = %user, vhost = vhost_name, "access to vhost refused");
+        return Err(Refused::Close(
+            AmqpError::not_allowed(format!(
+                "access to vhost '{vhost_name}' refused for user '{user}'"
+            ))
+            .with_method(10, 40),
+        ));
+    }
     let info = ConnectionInfo {
         id: broker.next_id(),
         user: user.clone(),

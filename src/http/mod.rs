@@ -4,6 +4,7 @@
 
 mod exchanges;
 mod overview;
+mod permissions;
 mod queues;
 mod users;
 
@@ -135,6 +136,25 @@ pub fn router(broker: Arc<Broker>) -> Router {
         .route("/api/overview", get(overview::overview))
         .route("/api/vhosts", get(overview::vhosts))
         .route("/api/whoami", get(overview::whoami))
+        .route("/api/permissions", get(permissions::list))
+        .route(
+            "/api/permissions/{vhost}/{user}",
+            get(permissions::show)
+                .put(permissions::put)
+                .delete(permissions::delete),
+        )
+        .route("/api/topic-permissions", get(permissions::topic_list))
+        .route(
+            "/api/topic-permissions/{vhost}/{user}",
+            get(permissions::topic_show)
+                .put(permissions::topic_put)
+                .delete(permissions::topic_delete),
+        )
+        .route("/api/users/{name}/permissions", get(permissions::of_user))
+        .route(
+            "/api/vhosts/{vhost}/permissions",
+            get(permissions::of_vhost),
+        )
         .route("/api/users", get(users::list))
         .route(
             "/api/users/{name}",

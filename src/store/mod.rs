@@ -8,7 +8,8 @@ pub mod schema;
 mod writer;
 
 pub use recovery::{
-    Recovered, RecoveredBinding, RecoveredExchange, RecoveredMessage, RecoveredQueue,
+    Recovered, RecoveredBinding, RecoveredExchange, RecoveredMessage, RecoveredPermission,
+    RecoveredQueue,
 };
 
 use crate::confirm::ConfirmToken;

@@ -10,6 +10,16 @@ use amq_protocol::types::FieldTable;
 use redb::{Database, ReadableDatabase, ReadableTable, WriteTransaction};
 use std::collections::HashMap;
 
+/// A permission read back: key parts (`p`, vhost, user) or (`t`, vhost, user, exchange), and
+/// the patterns (configure, write, read) or (write, read).
+#[derive(Debug)]
+pub struct RecoveredPermission {
+    /// Key parts.
+    pub key: Vec<String>,
+    /// Patterns.
+    pub patterns: Vec<String>,
+}
+
 /// A user read back.
 #[derive(Debug)]
 pub struct RecoveredUser {
@@ -104,6 +114,8 @@ pub struct Recovered {
     pub bindings: Vec<RecoveredBinding>,
     /// Delayed messages: (due Unix ms, id, vhost, exchange, message).
     pub delayed: Vec<(u64, u64, String, String, crate::message::Message)>,
+    /// Permissions and topic permissions, as stored.
+    pub permissions: Vec<RecoveredPermission>,
 }
 
 fn io<E: std::fmt::Display>(e: E) -> StoreError {
@@ -161,6 +173,23 @@ pub(super) fn recover(db: &Database, fresh: bool) -> Result<Recovered, StoreErro
                     hash: password,
                     hashing,
                     tags,
+                });
+            }
+        }
+        for e in txn
+            .open_table(PERMISSIONS)
+            .map_err(io)?
+            .iter()
+            .map_err(io)?
+        {
+            let (k, v) = e.map_err(io)?;
+            if let (Some(key), Some(patterns)) = (
+                schema::decode_parts(k.value()),
+                schema::decode_parts(v.value()),
+            ) {
+                r.permissions.push(RecoveredPermission {
+                    key: key.into_iter().map(text).collect(),
+                    patterns: patterns.into_iter().map(text).collect(),
                 });
             }
         }

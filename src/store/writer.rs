@@ -4,8 +4,8 @@
 //! is in progress, so messages per fsync rise with the publish rate.
 
 use super::schema::{
-    self, BINDINGS, DELAYED, DELIVERED, EXCHANGES, EXPIRES, MESSAGES, QUEUES, QUEUE_INDEX, USERS,
-    VHOSTS,
+    self, BINDINGS, DELAYED, DELIVERED, EXCHANGES, EXPIRES, MESSAGES, PERMISSIONS, QUEUES,
+    QUEUE_INDEX, USERS, VHOSTS,
 };
 use crate::confirm::ConfirmToken;
 use crate::message::Message;
@@ -72,6 +72,14 @@ pub(crate) enum Op {
         value: Vec<u8>,
     },
     DeleteUser(String),
+    /// A permission or topic permission (key and value as `schema::encode_parts`).
+    PutPermission {
+        key: Vec<u8>,
+        value: Vec<u8>,
+    },
+    DeletePermission {
+        key: Vec<u8>,
+    },
     Barrier(oneshot::Sender<bool>),
     Shutdown,
 }
@@ -203,6 +211,7 @@ fn apply(db: &Database, batch: &[Op]) -> Result<(), redb::Error> {
         let mut bindings = txn.open_table(BINDINGS)?;
         let mut vhosts = txn.open_table(VHOSTS)?;
         let mut users = txn.open_table(USERS)?;
+        let mut permissions = txn.open_table(PERMISSIONS)?;
         let mut delayed = txn.open_table(DELAYED)?;
         let mut expires = txn.open_table(EXPIRES)?;
         for op in batch {
@@ -275,6 +284,12 @@ fn apply(db: &Database, batch: &[Op]) -> Result<(), redb::Error> {
                 }
                 Op::DeleteUser(name) => {
                     users.remove(name.as_str())?;
+                }
+                Op::PutPermission { key, value } => {
+                    permissions.insert(key.as_slice(), value.as_slice())?;
+                }
+                Op::DeletePermission { key } => {
+                    permissions.remove(key.as_slice())?;
                 }
                 Op::Barrier(_) | Op::Shutdown => {}
             }

@@ -5,6 +5,7 @@ use crate::amqp::channel::{group_by_queue, Channel, ChannelConsumer, Settle, Una
 use crate::amqp::codec;
 use crate::amqp::connection::Connection;
 use crate::error::{AmqpError, AmqpResult};
+use crate::permissions::Access;
 use crate::queue::consumer::ConsumerSpec;
 use amq_protocol::protocol::{basic, AMQPClass};
 use std::sync::atomic::AtomicU32;
@@ -75,6 +76,7 @@ impl Connection {
         if c.queue.as_str() == super::REPLY_QUEUE {
             return self.consume_reply_to(ch, c);
         }
+        self.authorize(Access::Read, "queue", c.queue.as_str())?;
         let q = self.vhost.queue(c.queue.as_str())?;
         self.vhost.check_exclusive(&q, self.id)?;
         let tag: Arc<str> = match c.consumer_tag.as_str() {
@@ -153,6 +155,7 @@ impl Connection {
     }
 
     async fn basic_get(&mut self, ch: &mut Channel, g: basic::Get) -> AmqpResult<()> {
+        self.authorize(Access::Read, "queue", g.queue.as_str())?;
         let q = self.vhost.queue(g.queue.as_str())?;
         self.vhost.check_exclusive(&q, self.id)?;
         let cap = self.broker.config.max_unacked_per_channel as usize;

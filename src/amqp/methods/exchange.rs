@@ -3,6 +3,7 @@
 use crate::amqp::channel::Channel;
 use crate::amqp::connection::Connection;
 use crate::error::{AmqpError, AmqpResult};
+use crate::permissions::Access;
 use crate::vhost::ExchangeOptions;
 use amq_protocol::protocol::{exchange, AMQPClass};
 
@@ -30,7 +31,22 @@ impl Connection {
         r
     }
 
+    /// Write on the destination, read on the source (the default exchange is refused later
+    /// with its own error).
+    fn authorize_binding(&self, destination: &str, source: &str) -> AmqpResult<()> {
+        if !destination.is_empty() {
+            self.authorize(Access::Write, "exchange", destination)?;
+        }
+        if !source.is_empty() {
+            self.authorize(Access::Read, "exchange", source)?;
+        }
+        Ok(())
+    }
+
     fn exchange_declare(&mut self, ch: &mut Channel, d: exchange::Declare) -> AmqpResult<()> {
+        if !d.passive && !d.exchange.as_str().is_empty() {
+            self.authorize(Access::Configure, "exchange", d.exchange.as_str())?;
+        }
         self.vhost.exchange_declare(
             d.exchange.as_str(),
             d.kind.as_str(),
@@ -52,6 +68,9 @@ impl Connection {
     }
 
     fn exchange_delete(&mut self, ch: &mut Channel, d: exchange::Delete) -> AmqpResult<()> {
+        if !d.exchange.as_str().is_empty() {
+            self.authorize(Access::Configure, "exchange", d.exchange.as_str())?;
+        }
         self.vhost
             .exchange_delete(d.exchange.as_str(), d.if_unused)?;
         if !d.nowait {
@@ -64,6 +83,7 @@ impl Connection {
     }
 
     fn exchange_bind(&mut self, ch: &mut Channel, b: exchange::Bind) -> AmqpResult<()> {
+        self.authorize_binding(b.destination.as_str(), b.source.as_str())?;
         self.vhost.exchange_bind(
             b.destination.as_str(),
             b.source.as_str(),
@@ -80,6 +100,7 @@ impl Connection {
     }
 
     fn exchange_unbind(&mut self, ch: &mut Channel, u: exchange::Unbind) -> AmqpResult<()> {
+        self.authorize_binding(u.destination.as_str(), u.source.as_str())?;
         self.vhost.exchange_unbind(
             u.destination.as_str(),
             u.source.as_str(),

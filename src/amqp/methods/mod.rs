@@ -1,5 +1,6 @@
 //! Channel method handlers, one file per AMQP class, named after the spec's methods.
 
+mod access;
 mod basic;
 mod confirm;
 mod exchange;

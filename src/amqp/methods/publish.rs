@@ -152,6 +152,7 @@ impl Connection {
                 x.name, self.vhost.name
             )));
         }
+        self.authorize_topic(&x, msg.routing_key.as_str())?;
         let msg = self.rewrite_reply_to(ch, msg)?;
         if x.delayed {
             if let (Some(delay), Some(delayer)) =
@@ -251,6 +252,9 @@ impl Connection {
                 return Ok(x.clone());
             }
         }
+        // Checked on a cache miss only: later publishes to the same exchange reuse the decision,
+        // as RabbitMQ's channels cache theirs.
+        self.authorize(crate::permissions::Access::Write, "exchange", name)?;
         let x = self.vhost.exchange(name)?;
         self.exchange_cache = Some(x.clone());
         Ok(x)

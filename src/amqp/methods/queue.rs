@@ -4,6 +4,7 @@ use super::generated_name;
 use crate::amqp::channel::Channel;
 use crate::amqp::connection::Connection;
 use crate::error::{AmqpError, AmqpResult};
+use crate::permissions::Access;
 use crate::vhost::QueueOptions;
 use amq_protocol::protocol::{queue, AMQPClass};
 use std::sync::Arc;
@@ -53,6 +54,9 @@ impl Connection {
             true => generated_name("amq.gen-"),
             false => d.queue.as_str().to_owned(),
         };
+        if !d.passive {
+            self.authorize(Access::Configure, "queue", &name)?;
+        }
         let q = self.vhost.queue_declare(
             &name,
             &QueueOptions {
@@ -85,6 +89,8 @@ impl Connection {
     }
 
     fn queue_bind(&mut self, ch: &mut Channel, b: queue::Bind) -> AmqpResult<()> {
+        self.authorize(Access::Write, "queue", b.queue.as_str())?;
+        self.authorize(Access::Read, "exchange", b.exchange.as_str())?;
         self.vhost.queue_bind(
             b.queue.as_str(),
             b.exchange.as_str(),
@@ -102,6 +108,8 @@ impl Connection {
     }
 
     fn queue_unbind(&mut self, ch: &mut Channel, u: queue::Unbind) -> AmqpResult<()> {
+        self.authorize(Access::Write, "queue", u.queue.as_str())?;
+        self.authorize(Access::Read, "exchange", u.exchange.as_str())?;
         self.vhost.queue_unbind(
             u.queue.as_str(),
             u.exchange.as_str(),
@@ -117,6 +125,7 @@ impl Connection {
     }
 
     async fn queue_purge(&mut self, ch: &mut Channel, p: queue::Purge) -> AmqpResult<()> {
+        self.authorize(Access::Read, "queue", p.queue.as_str())?;
         let q = self.vhost.queue(p.queue.as_str())?;
         self.vhost.check_exclusive(&q, self.id)?;
         let message_count = q.purge().await?;
@@ -130,6 +139,7 @@ impl Connection {
     }
 
     async fn queue_delete(&mut self, ch: &mut Channel, d: queue::Delete) -> AmqpResult<()> {
+        self.authorize(Access::Configure, "queue", d.queue.as_str())?;
         let message_count = self
             .vhost
             .queue_delete(d.queue.as_str(), d.if_unused, d.if_empty, self.id)
