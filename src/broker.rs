@@ -28,6 +28,8 @@ pub struct Broker {
     delayer: std::sync::OnceLock<crate::delayed::Delayer>,
     /// Open AMQP connections.
     pub connections: Arc<crate::connections::Connections>,
+    /// The bound listeners by RabbitMQ protocol name, set once they are bound.
+    pub listeners: std::sync::OnceLock<Vec<(&'static str, std::net::SocketAddr)>>,
     /// Who may do what where (change through the `*_permission` methods, which persist).
     pub permissions: Permissions,
 }
@@ -45,6 +47,7 @@ impl Broker {
             delayer: std::sync::OnceLock::new(),
             connections: Arc::default(),
             permissions: Permissions::default(),
+            listeners: std::sync::OnceLock::new(),
             store,
             config,
         });
@@ -147,6 +150,55 @@ impl Broker {
     /// A virtual host by name.
     pub fn vhost(&self, name: &str) -> Option<Arc<VHost>> {
         self.vhosts.get(name).map(|v| v.clone())
+    }
+
+    /// Creates a virtual host (persisted); false when it already exists.
+    pub fn add_vhost(&self, name: &str) -> bool {
+        if self.vhosts.contains_key(name) {
+            return false;
+        }
+        self.store.submit(Op::PutVhost(name.to_owned()));
+        let v = VHost::new(name, self.store.clone(), self.config.max_queues_per_vhost);
+        self.vhosts.insert(name.to_owned(), v);
+        true
+    }
+
+    /// Deletes a virtual host as RabbitMQ does: its connections are closed with 320, its
+    /// queues (with their messages), exchanges, bindings and permissions are removed. False
+    /// when there is no such vhost.
+    pub async fn delete_vhost(&self, name: &str) -> bool {
+        let Some((_, v)) = self.vhosts.remove(name) else {
+            return false;
+        };
+        for c in self.connections.list() {
+            if c.vhost == name {
+                c.force_close(&format!("vhost '{name}' is deleted"));
+            }
+        }
+        for q in v.queues() {
+            let _ = q.delete(false, false).await;
+            v.forget_queue(&q);
+        }
+        for x in v.exchanges() {
+            if !x.name.is_empty() && !x.name.starts_with("amq.") {
+                let _ = v.exchange_delete(&x.name, false);
+            }
+        }
+        for (vhost, user, _) in self.permissions.list() {
+            if vhost == name {
+                self.clear_permission(&vhost, &user);
+            }
+        }
+        for u in self.users() {
+            self.clear_topic_permissions(name, &u.name, None);
+        }
+        self.store.submit(Op::DeleteVhost(name.to_owned()));
+        true
+    }
+
+    /// The bound listeners (empty until the server has bound them).
+    pub fn listeners(&self) -> &[(&'static str, std::net::SocketAddr)] {
+        self.listeners.get().map_or(&[], Vec::as_slice)
     }
 
     /// Every virtual host.

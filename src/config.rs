@@ -165,6 +165,21 @@ impl Config {
         Self::from_toml(&text, path)
     }
 
+    /// Applies the environment variables Docker images and CI setups use for RabbitMQ:
+    /// `RABBITMQ_DEFAULT_USER`, `RABBITMQ_DEFAULT_PASS`, `RABBITMQ_DEFAULT_VHOST` (they take
+    /// precedence over the file; `var` reads one, e.g. `std::env::var(..).ok()`).
+    pub fn apply_env(&mut self, var: impl Fn(&str) -> Option<String>) {
+        for (name, key) in [
+            ("RABBITMQ_DEFAULT_USER", &mut self.default_user),
+            ("RABBITMQ_DEFAULT_PASS", &mut self.default_pass),
+            ("RABBITMQ_DEFAULT_VHOST", &mut self.default_vhost),
+        ] {
+            if let Some(v) = var(name) {
+                *key = v;
+            }
+        }
+    }
+
     /// Checks ranges that the protocol imposes.
     pub fn validate(&self) -> Result<(), ConfigError> {
         if self.frame_max < 4096 {
@@ -225,6 +240,19 @@ mod tests {
         assert_eq!(c.frame_max, d.frame_max);
         assert_eq!(c.heartbeat, d.heartbeat);
         c.validate().expect("valid");
+    }
+
+    #[test]
+    fn rabbitmq_environment_variables_set_the_defaults() {
+        let mut c = Config::default();
+        c.apply_env(|name| match name {
+            "RABBITMQ_DEFAULT_USER" => Some("admin".into()),
+            "RABBITMQ_DEFAULT_VHOST" => Some("apps".into()),
+            _ => None,
+        });
+        assert_eq!(c.default_user, "admin");
+        assert_eq!(c.default_pass, "guest");
+        assert_eq!(c.default_vhost, "apps");
     }
 
     #[test]

@@ -117,6 +117,20 @@ impl Server {
                 tasks.push(tokio::spawn(http::serve_tls(l, prometheus, rx, acceptor)));
             }
         }
+        let bound = [
+            ("amqp", Some(amqp_addr)),
+            ("http", Some(http_addr)),
+            ("http/prometheus", Some(metrics_addr)),
+            ("amqp/ssl", amqps_addr),
+            ("https", https_addr),
+            ("https/prometheus", metrics_https_addr),
+        ];
+        let _ = broker.listeners.set(
+            bound
+                .into_iter()
+                .filter_map(|(p, a)| Some((p, a?)))
+                .collect(),
+        );
         let task = tokio::spawn(async move {
             for t in tasks {
                 let _ = t.await;

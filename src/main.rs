@@ -48,6 +48,7 @@ fn load(cli: &Cli) -> Result<Config, warren::config::ConfigError> {
         None if default.exists() => Config::load(&default)?,
         None => Config::default(),
     };
+    config.apply_env(|name| std::env::var(name).ok());
     if let Some(a) = cli.amqp_listen {
         config.amqp_listen = a;
     }

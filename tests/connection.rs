@@ -393,3 +393,40 @@ async fn frames_pipelined_behind_connection_open_are_served() {
         }
     }
 }
+
+#[tokio::test]
+async fn the_binary_honours_rabbitmq_default_user_pass_and_vhost() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let port = {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").expect("probe port");
+        l.local_addr().expect("addr").port()
+    };
+    let _child = tokio::process::Command::new(env!("CARGO_BIN_EXE_warren"))
+        .args(["--http-listen", "127.0.0.1:0"])
+        .args(["--metrics-listen", "127.0.0.1:0"])
+        .arg("--amqp-listen")
+        .arg(format!("127.0.0.1:{port}"))
+        .arg("--data-dir")
+        .arg(dir.path())
+        .env("RABBITMQ_DEFAULT_USER", "admin")
+        .env("RABBITMQ_DEFAULT_PASS", "s3cret")
+        .env("RABBITMQ_DEFAULT_VHOST", "apps")
+        .kill_on_drop(true)
+        .spawn()
+        .expect("spawn warren");
+    let url = format!("amqp://admin:s3cret@127.0.0.1:{port}/apps");
+    let mut conn = None;
+    for _ in 0..100 {
+        if let Ok(c) = Connection::connect(&url, ConnectionProperties::default()).await {
+            conn = Some(c);
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let conn = conn.expect("admin logs in to apps");
+    within(conn.create_channel()).await.expect("channel");
+    let guest = format!("amqp://guest:guest@127.0.0.1:{port}/apps");
+    assert!(Connection::connect(&guest, ConnectionProperties::default())
+        .await
+        .is_err());
+}

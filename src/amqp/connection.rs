@@ -7,6 +7,7 @@ use crate::amqp::channel::Channel;
 use crate::amqp::codec::{self, Frame};
 use crate::amqp::handshake::Opened;
 use crate::broker::Broker;
+use crate::connections::ConnectionInfo;
 use crate::error::{code, AmqpError, AmqpResult, Scope};
 use crate::queue::consumer::{ConsumerEvent, ConsumerSink, Delivery, PENDING_WINDOW};
 use crate::queue::QueueRef;
@@ -28,6 +29,8 @@ const CLOSE_TIMEOUT: Duration = Duration::from_secs(3);
 /// State of one open connection.
 pub(crate) struct Connection {
     pub id: u64,
+    /// This connection in the broker's registry.
+    pub info: Arc<ConnectionInfo>,
     pub broker: Arc<Broker>,
     pub vhost: Arc<VHost>,
     pub user: String,
@@ -75,6 +78,7 @@ pub(crate) async fn run<R, W>(
     let writer = tokio::spawn(write_loop(wr, wrx, heartbeat));
     let mut c = Connection {
         id: registration.id,
+        info: registration.info.clone(),
         broker,
         vhost: opened.vhost,
         user: opened.user,
@@ -118,6 +122,10 @@ pub(crate) async fn run<R, W>(
                     code::CONNECTION_FORCED,
                     "broker forced connection closure with reason 'shutdown'",
                 ));
+            }
+            _ = registration.info.kill.notified(), if c.closing.is_none() => {
+                let reason = registration.info.close_reason().unwrap_or_default();
+                c.close_connection(AmqpError::new(code::CONNECTION_FORCED, reason));
             }
             n = inbox.recv_many(&mut events, 256) => {
                 if n == 0 {
@@ -369,6 +377,7 @@ impl Connection {
                 ChannelFrame::Method(m) => match *m {
                     AMQPClass::Channel(channel::AMQPMethod::Open(_)) => {
                         let uid = self.broker.next_id();
+                        self.info.channels.fetch_add(1, Ordering::Relaxed);
                         *self.channel_slot(id) = Some(Box::new(Channel::new(
                             id,
                             uid,
@@ -420,7 +429,9 @@ impl Connection {
             }
             other => other,
         };
-        if !ch.finished {
+        if ch.finished {
+            self.info.channels.fetch_sub(1, Ordering::Relaxed);
+        } else {
             *self.channel_slot(id) = Some(ch);
         }
         result

@@ -4,7 +4,7 @@
 use crate::amqp::codec::{self, Frame};
 use crate::auth;
 use crate::broker::Broker;
-use crate::connections::{ConnectionInfo, Registration};
+use crate::connections::{NewConnection, Registration};
 use crate::error::{code, AmqpError};
 use crate::vhost::VHost;
 use amq_protocol::protocol::{connection, AMQPClass};
@@ -19,6 +19,8 @@ use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 pub(crate) struct Peer {
     /// Remote address.
     pub addr: std::net::SocketAddr,
+    /// The broker's end of the connection.
+    pub local: std::net::SocketAddr,
     /// Whether the connection came over TLS.
     pub tls: bool,
     /// The user a verified TLS client certificate names (for EXTERNAL).
@@ -288,14 +290,18 @@ pub(crate) async fn negotiate<R: AsyncRead + Unpin, W: AsyncWrite + Unpin>(
             .with_method(10, 40),
         ));
     }
-    let info = ConnectionInfo {
+    let info = NewConnection {
         id: broker.next_id(),
         user: user.clone(),
         vhost: vhost.name.clone(),
         peer: peer.addr,
+        local: peer.local,
         tls: peer.tls,
         client_name: client_name(&start_ok.client_properties),
-        opened_at: std::time::SystemTime::now(),
+        mechanism: mechanism.clone(),
+        heartbeat: tune_ok.heartbeat,
+        frame_max,
+        channel_max,
     };
     let Some(registration) = broker.connections.admit(info, cfg.max_connections) else {
         tracing::warn!(peer = %peer.addr, limit = cfg.max_connections, "node connection limit reached");

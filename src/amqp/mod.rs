@@ -41,16 +41,17 @@ pub async fn serve(
                 Ok((socket, addr)) => {
                     tracing::debug!(peer = %addr, tls = tls.is_some(), "accepted connection");
                     let _ = socket.set_nodelay(true);
+                    let local = socket.local_addr().unwrap_or(addr);
                     let deadline = Instant::now() + Duration::from_secs(broker.config.handshake_timeout);
                     let (broker, shutdown) = (broker.clone(), shutdown.clone());
                     match &tls {
                         None => {
                             let (rd, wr) = socket.into_split();
-                            let peer = Peer { addr, tls: false, cert_user: None };
+                            let peer = Peer { addr, local, tls: false, cert_user: None };
                             conns.spawn(handle(rd, wr, peer, deadline, broker, shutdown));
                         }
                         Some(acceptor) => {
-                            conns.spawn(handle_tls(acceptor.clone(), socket, addr, deadline, broker, shutdown));
+                            conns.spawn(handle_tls(acceptor.clone(), socket, addr, local, deadline, broker, shutdown));
                         }
                     }
                 }
@@ -79,6 +80,7 @@ where
     let (rd, wr) = tokio::io::split(stream);
     let peer = Peer {
         addr,
+        local: addr,
         tls: false,
         cert_user: None,
     };
@@ -90,6 +92,7 @@ async fn handle_tls(
     acceptor: TlsAcceptor,
     socket: TcpStream,
     addr: SocketAddr,
+    local: SocketAddr,
     deadline: Instant,
     broker: Arc<Broker>,
     shutdown: watch::Receiver<bool>,
@@ -111,6 +114,7 @@ async fn handle_tls(
     let (rd, wr) = tokio::io::split(stream);
     let peer = Peer {
         addr,
+        local,
         tls: true,
         cert_user,
     };

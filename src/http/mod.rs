@@ -2,11 +2,14 @@
 //! `http_listen`. It calls the same broker operations as AMQP. This first slice serves the
 //! overview, vhosts and queues; errors use RabbitMQ's `{"error", "reason"}` shape.
 
+mod connections;
 mod exchanges;
+mod health;
 mod overview;
 mod permissions;
 mod queues;
 mod users;
+mod vhosts;
 
 use crate::auth::User;
 use crate::broker::Broker;
@@ -134,8 +137,41 @@ pub fn router(broker: Arc<Broker>) -> Router {
     Router::new()
         .route("/", get(index))
         .route("/api/overview", get(overview::overview))
-        .route("/api/vhosts", get(overview::vhosts))
+        .route("/api/vhosts", get(vhosts::list))
+        .route(
+            "/api/vhosts/{vhost}",
+            get(vhosts::show).put(vhosts::put).delete(vhosts::delete),
+        )
         .route("/api/whoami", get(overview::whoami))
+        .route("/api/nodes", get(health::nodes))
+        .route("/api/health/checks/alarms", get(health::alarms_check))
+        .route(
+            "/api/health/checks/local-alarms",
+            get(health::local_alarms_check),
+        )
+        .route("/api/health/checks/virtual-hosts", get(health::always_ok))
+        .route(
+            "/api/health/checks/ready-to-serve-clients",
+            get(health::always_ok),
+        )
+        .route(
+            "/api/health/checks/port-listener/{port}",
+            get(health::port_listener),
+        )
+        .route(
+            "/api/health/checks/protocol-listener/{protocol}",
+            get(health::protocol_listener),
+        )
+        .route("/api/aliveness-test/{vhost}", get(health::aliveness))
+        .route("/api/connections", get(connections::list))
+        .route(
+            "/api/connections/{name}",
+            get(connections::show).delete(connections::close),
+        )
+        .route(
+            "/api/vhosts/{vhost}/connections",
+            get(connections::of_vhost),
+        )
         .route("/api/permissions", get(permissions::list))
         .route(
             "/api/permissions/{vhost}/{user}",

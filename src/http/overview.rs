@@ -1,4 +1,4 @@
-//! `/api/overview`, `/api/vhosts` and `/api/whoami`.
+//! `/api/overview` and `/api/whoami`.
 
 use super::{AppState, Authenticated};
 use axum::extract::State;
@@ -44,33 +44,16 @@ pub(crate) async fn overview(State(b): State<AppState>, _: Authenticated) -> Jso
     }))
 }
 
-pub(crate) async fn vhosts(State(b): State<AppState>, _: Authenticated) -> Json<Value> {
-    let mut names: Vec<String> = b.vhosts().iter().map(|v| v.name.clone()).collect();
-    names.sort();
-    Json(Value::Array(
-        names
-            .into_iter()
-            .map(|name| json!({"name": name, "description": "", "tags": [], "tracing": false}))
-            .collect(),
-    ))
-}
-
 pub(crate) async fn whoami(Authenticated(user): Authenticated) -> Json<Value> {
     Json(json!({"name": user.name, "tags": user.tags}))
 }
 
-/// The listeners, under RabbitMQ's protocol names.
+/// The bound listeners, under RabbitMQ's protocol names.
 fn listeners(b: &AppState, node: &str) -> Vec<Value> {
-    let c = &b.config;
-    [
-        ("amqp", Some(c.amqp_listen)),
-        ("http", Some(c.http_listen)),
-        ("amqp/ssl", c.amqps_listen),
-        ("https", c.https_listen),
-    ]
-    .into_iter()
-        .filter_map(|(protocol, addr)| {
-            addr.map(|a| json!({"node": node, "protocol": protocol, "ip_address": a.ip().to_string(), "port": a.port()}))
+    b.listeners()
+        .iter()
+        .map(|(protocol, a)| {
+            json!({"node": node, "protocol": protocol, "ip_address": a.ip().to_string(), "port": a.port()})
         })
         .collect()
 }

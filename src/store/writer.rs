@@ -67,6 +67,7 @@ pub(crate) enum Op {
         key: (u64, u64),
     },
     PutVhost(String),
+    DeleteVhost(String),
     PutUser {
         name: String,
         value: Vec<u8>,
@@ -278,6 +279,9 @@ fn apply(db: &Database, batch: &[Op]) -> Result<(), redb::Error> {
                 }
                 Op::PutVhost(name) => {
                     vhosts.insert(name.as_str(), ())?;
+                }
+                Op::DeleteVhost(name) => {
+                    vhosts.remove(name.as_str())?;
                 }
                 Op::PutUser { name, value } => {
                     users.insert(name.as_str(), value.as_slice())?;

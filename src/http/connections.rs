@@ -1,0 +1,114 @@
+//! `/api/connections[/{name}]` and `/api/vhosts/{vhost}/connections`: the open AMQP connections
+//! from the broker's registry, in RabbitMQ's JSON; DELETE closes one with 320
+//! CONNECTION_FORCED (the `X-Reason` header, or "Closed via management plugin").
+//! Administrators and monitoring users see every connection, other users their own.
+
+use super::{ApiError, AppState, Authenticated};
+use crate::connections::ConnectionInfo;
+use axum::extract::{Path, State};
+use axum::http::{HeaderMap, StatusCode};
+use axum::Json;
+use serde_json::{json, Value};
+use std::sync::atomic::Ordering;
+use std::time::UNIX_EPOCH;
+
+fn sees_all(user: &crate::auth::User) -> bool {
+    user.tags
+        .iter()
+        .any(|t| t == "administrator" || t == "monitoring")
+}
+
+pub(crate) fn connection_json(b: &AppState, c: &ConnectionInfo) -> Value {
+    let connected_at = c
+        .opened_at
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_millis() as u64)
+        .unwrap_or(0);
+    let mut client_properties = serde_json::Map::new();
+    if let Some(n) = &c.client_name {
+        client_properties.insert("connection_name".into(), json!(n));
+    }
+    json!({
+        "name": c.name(),
+        "node": super::node_name(b),
+        "vhost": c.vhost,
+        "user": c.user,
+        "peer_host": c.peer.ip().to_string(),
+        "peer_port": c.peer.port(),
+        "host": c.local.ip().to_string(),
+        "port": c.local.port(),
+        "ssl": c.tls,
+        "protocol": "AMQP 0-9-1",
+        "auth_mechanism": c.mechanism,
+        "state": "running",
+        "type": "network",
+        "channels": c.channels.load(Ordering::Relaxed),
+        "connected_at": connected_at,
+        "timeout": c.heartbeat,
+        "frame_max": c.frame_max,
+        "channel_max": c.channel_max,
+        "client_properties": client_properties,
+        "user_provided_name": c.client_name,
+    })
+}
+
+fn visible(b: &AppState, user: &crate::auth::User, vhost: Option<&str>) -> Vec<Value> {
+    let mut list = b.connections.list();
+    list.sort_by_key(|c| c.id);
+    list.iter()
+        .filter(|c| sees_all(user) || c.user == user.name)
+        .filter(|c| vhost.is_none_or(|v| v == c.vhost))
+        .map(|c| connection_json(b, c))
+        .collect()
+}
+
+pub(crate) async fn list(
+    State(b): State<AppState>,
+    Authenticated(user): Authenticated,
+) -> Json<Value> {
+    Json(Value::Array(visible(&b, &user, None)))
+}
+
+pub(crate) async fn of_vhost(
+    State(b): State<AppState>,
+    Authenticated(user): Authenticated,
+    Path(vhost): Path<String>,
+) -> Result<Json<Value>, ApiError> {
+    b.vhost(&vhost).ok_or_else(ApiError::not_found)?;
+    Ok(Json(Value::Array(visible(&b, &user, Some(&vhost)))))
+}
+
+fn find(
+    b: &AppState,
+    user: &crate::auth::User,
+    name: &str,
+) -> Result<std::sync::Arc<ConnectionInfo>, ApiError> {
+    b.connections
+        .by_name(name)
+        .filter(|c| sees_all(user) || c.user == user.name)
+        .ok_or_else(ApiError::not_found)
+}
+
+pub(crate) async fn show(
+    State(b): State<AppState>,
+    Authenticated(user): Authenticated,
+    Path(name): Path<String>,
+) -> Result<Json<Value>, ApiError> {
+    let c = find(&b, &user, &name)?;
+    Ok(Json(connection_json(&b, &c)))
+}
+
+pub(crate) async fn close(
+    State(b): State<AppState>,
+    Authenticated(user): Authenticated,
+    Path(name): Path<String>,
+    headers: HeaderMap,
+) -> Result<StatusCode, ApiError> {
+    let c = find(&b, &user, &name)?;
+    let reason = headers
+        .get("x-reason")
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("Closed via management plugin");
+    c.force_close(reason);
+    Ok(StatusCode::NO_CONTENT)
+}

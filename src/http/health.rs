@@ -1,0 +1,170 @@
+//! Health checks (`/api/health/checks/*`), `/api/aliveness-test/{vhost}` and `/api/nodes`, in
+//! RabbitMQ's shapes: `{"status": "ok"}` with 200, or `{"status": "failed", "reason": ...}`
+//! with 503. The only resource alarm today is the store's (a failing disk).
+
+use super::{ApiError, AppState, Authenticated};
+use crate::message::Message;
+use crate::vhost::QueueOptions;
+use amq_protocol::protocol::BasicProperties;
+use axum::extract::{Path, State};
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use axum::Json;
+use bytes::Bytes;
+use serde_json::{json, Value};
+use std::sync::Arc;
+
+fn ok(extra: Value) -> Response {
+    let mut body = json!({"status": "ok"});
+    if let (Some(b), Value::Object(e)) = (body.as_object_mut(), extra) {
+        b.extend(e);
+    }
+    Json(body).into_response()
+}
+
+fn failed(reason: &str, extra: Value) -> Response {
+    let mut body = json!({"status": "failed", "reason": reason});
+    if let (Some(b), Value::Object(e)) = (body.as_object_mut(), extra) {
+        b.extend(e);
+    }
+    (StatusCode::SERVICE_UNAVAILABLE, Json(body)).into_response()
+}
+
+fn alarms(b: &AppState) -> Vec<Value> {
+    let mut list = Vec::new();
+    if b.store.failing() {
+        list.push(json!({"node": super::node_name(b), "resource": "disk"}));
+    }
+    list
+}
+
+pub(crate) async fn alarms_check(State(b): State<AppState>, _: Authenticated) -> Response {
+    let list = alarms(&b);
+    if list.is_empty() {
+        ok(json!({}))
+    } else {
+        failed(
+            "resource alarm(s) in effect in the cluster",
+            json!({"alarms": list}),
+        )
+    }
+}
+
+pub(crate) async fn local_alarms_check(State(b): State<AppState>, _: Authenticated) -> Response {
+    let list = alarms(&b);
+    if list.is_empty() {
+        ok(json!({}))
+    } else {
+        failed(
+            "resource alarm(s) in effect on the node",
+            json!({"alarms": list}),
+        )
+    }
+}
+
+pub(crate) async fn always_ok(_: Authenticated) -> Response {
+    ok(json!({}))
+}
+
+pub(crate) async fn port_listener(
+    State(b): State<AppState>,
+    _: Authenticated,
+    Path(port): Path<String>,
+) -> Result<Response, ApiError> {
+    let port: u16 = port
+        .parse()
+        .map_err(|_| ApiError::new(StatusCode::BAD_REQUEST, "bad_request", "invalid port"))?;
+    let ports: Vec<u16> = b.listeners().iter().map(|(_, a)| a.port()).collect();
+    Ok(if ports.contains(&port) {
+        ok(json!({"port": port}))
+    } else {
+        failed(
+            "No active listener",
+            json!({"missing": port, "ports": ports}),
+        )
+    })
+}
+
+/// RabbitMQ's protocol names and their aliases.
+fn protocol_name(given: &str) -> Option<&'static str> {
+    Some(match given.to_ascii_lowercase().as_str() {
+        "amqp" | "amqp091" | "amqp0.9.1" | "amqp0-9-1" => "amqp",
+        "amqps" | "amqp/ssl" | "amqp091/ssl" => "amqp/ssl",
+        "http" | "management" => "http",
+        "https" | "management/ssl" => "https",
+        "prometheus" | "http/prometheus" => "http/prometheus",
+        "https/prometheus" | "prometheus/ssl" => "https/prometheus",
+        _ => return None,
+    })
+}
+
+pub(crate) async fn protocol_listener(
+    State(b): State<AppState>,
+    _: Authenticated,
+    Path(protocol): Path<String>,
+) -> Response {
+    let active: Vec<&str> = b.listeners().iter().map(|(p, _)| *p).collect();
+    match protocol_name(&protocol) {
+        Some(p) if active.contains(&p) => ok(json!({"protocol": p})),
+        _ => failed(
+            "No active listener",
+            json!({"missing": protocol, "protocols": active}),
+        ),
+    }
+}
+
+/// Declares `aliveness-test` in the vhost, publishes a message to it and gets it back.
+pub(crate) async fn aliveness(
+    State(b): State<AppState>,
+    _: Authenticated,
+    Path(vhost): Path<String>,
+) -> Result<Response, ApiError> {
+    let v = b.vhost(&vhost).ok_or_else(ApiError::not_found)?;
+    let failure = |e: crate::error::AmqpError| failed(&e.text, json!({}));
+    let q = match v.queue_declare("aliveness-test", &QueueOptions::default(), 0) {
+        Ok(q) => q,
+        Err(e) => return Ok(failure(e)),
+    };
+    let props = BasicProperties::default();
+    let raw = cookie_factory::gen_simple(
+        amq_protocol::protocol::basic::gen_properties(&props),
+        Vec::new(),
+    )
+    .unwrap_or_default();
+    let mut data = raw.clone();
+    data.extend_from_slice(b"test_message");
+    let msg = Message::new(
+        "".into(),
+        "aliveness-test".into(),
+        Bytes::from(data),
+        raw.len(),
+        &props,
+    );
+    q.publish(Arc::new(msg), None).await;
+    Ok(match q.get(true).await {
+        Ok(Some(got)) if got.msg.body() == b"test_message" => ok(json!({})),
+        Ok(_) => failed("aliveness test message not received", json!({})),
+        Err(e) => failure(e),
+    })
+}
+
+pub(crate) async fn nodes(State(b): State<AppState>, _: Authenticated) -> Json<Value> {
+    let (fd_used, fd_total) = (
+        std::fs::read_dir("/proc/self/fd").map_or(0, |d| d.count()),
+        rlimit::getrlimit(rlimit::Resource::NOFILE).map_or(0, |(soft, _)| soft),
+    );
+    Json(json!([{
+        "name": super::node_name(&b),
+        "type": "disc",
+        "running": true,
+        "being_drained": false,
+        "fd_used": fd_used,
+        "fd_total": fd_total,
+        "sockets_used": b.connections.len(),
+        "disk_free_alarm": b.store.failing(),
+        "mem_alarm": false,
+        "listeners": b.listeners().iter().map(|(p, a)| json!({
+            "protocol": p, "ip_address": a.ip().to_string(), "port": a.port()
+        })).collect::<Vec<_>>(),
+    }]))
+}

@@ -1,0 +1,255 @@
+//! The management API's administration side: connections (listed with the client's name,
+//! closed over HTTP with 320 as a lapin client sees it), vhosts created and deleted at runtime,
+//! health checks, the aliveness test and nodes.
+
+mod common;
+
+use common::http::request;
+use common::*;
+use futures_lite::StreamExt;
+use lapin::options::*;
+use lapin::types::FieldTable;
+use lapin::{Connection, ConnectionProperties, Event};
+
+const ADMIN: Option<(&str, &str)> = Some(("guest", "guest"));
+
+/// Waits for a lapin connection's events (subscribed before the close is caused) to report a
+/// server close; returns its reply code.
+async fn server_close_code(
+    mut events: impl futures_lite::Stream<Item = Event> + Unpin,
+) -> Option<u16> {
+    within(async {
+        loop {
+            match events.next().await {
+                Some(Event::Error(e)) => return code(&e),
+                Some(_) => continue,
+                None => return None,
+            }
+        }
+    })
+    .await
+}
+
+#[tokio::test]
+async fn connections_are_listed_and_closed_over_http() {
+    let b = start().await;
+    let props = ConnectionProperties::default().with_connection_name("billing-worker".into());
+    let conn = within(Connection::connect(&b.url(), props))
+        .await
+        .expect("connect");
+    let _ch = within(conn.create_channel()).await.expect("channel");
+    let addr = b.server.http_addr;
+    let list = within(async {
+        loop {
+            let list = request(addr, "GET", "/api/connections", ADMIN, None)
+                .await
+                .json();
+            if list[0]["channels"] == 1 {
+                return list;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        }
+    })
+    .await;
+    let c = &list[0];
+    assert_eq!(c["user"], "guest");
+    assert_eq!(c["vhost"], "/");
+    assert_eq!(c["protocol"], "AMQP 0-9-1");
+    assert_eq!(c["user_provided_name"], "billing-worker");
+    assert_eq!(c["client_properties"]["connection_name"], "billing-worker");
+    assert_eq!(c["port"], b.server.amqp_addr.port());
+    let name = c["name"].as_str().expect("name").to_owned();
+    assert!(
+        name.ends_with(&format!("-> {}", b.server.amqp_addr)),
+        "{name}"
+    );
+    let path = format!(
+        "/api/connections/{}",
+        name.replace(' ', "%20").replace('>', "%3E")
+    );
+    let one = request(addr, "GET", &path, ADMIN, None).await.json();
+    assert_eq!(one["name"], name);
+    let overview = request(addr, "GET", "/api/overview", ADMIN, None)
+        .await
+        .json();
+    assert_eq!(overview["object_totals"]["connections"], 1);
+    // Closed over HTTP: the lapin client sees 320 CONNECTION_FORCED.
+    let closing = server_close_code(conn.events_listener());
+    let r = request(addr, "DELETE", &path, ADMIN, None).await;
+    assert_eq!(r.status, 204);
+    assert_eq!(closing.await, Some(320));
+    within(async {
+        while request(addr, "GET", &path, ADMIN, None).await.status != 404 {
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        }
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn vhosts_are_created_and_deleted_at_runtime() {
+    let b = start().await;
+    let addr = b.server.http_addr;
+    let r = request(addr, "PUT", "/api/vhosts/apps", ADMIN, None).await;
+    assert_eq!(r.status, 201, "{}", r.body);
+    assert_eq!(
+        request(addr, "PUT", "/api/vhosts/apps", ADMIN, None)
+            .await
+            .status,
+        204
+    );
+    assert_eq!(
+        request(addr, "GET", "/api/vhosts/apps", ADMIN, None)
+            .await
+            .json()["name"],
+        "apps"
+    );
+    // No permissions yet: guest is refused there.
+    let url = format!("amqp://guest:guest@{}/apps", b.server.amqp_addr);
+    let e = within(Connection::connect(&url, ConnectionProperties::default()))
+        .await
+        .expect_err("no permissions on apps");
+    assert_eq!(code(&e), Some(530));
+    let r = request(
+        addr,
+        "PUT",
+        "/api/permissions/apps/guest",
+        ADMIN,
+        Some(r#"{"configure":".*","write":".*","read":".*"}"#),
+    )
+    .await;
+    assert_eq!(r.status, 201);
+    let conn = within(Connection::connect(&url, ConnectionProperties::default()))
+        .await
+        .expect("connect to apps");
+    let ch = within(conn.create_channel()).await.expect("channel");
+    within(ch.queue_declare(
+        "jobs".into(),
+        QueueDeclareOptions {
+            durable: true,
+            ..Default::default()
+        },
+        FieldTable::default(),
+    ))
+    .await
+    .expect("declare in apps");
+    let queues = request(addr, "GET", "/api/queues/apps", ADMIN, None)
+        .await
+        .json();
+    assert_eq!(queues[0]["name"], "jobs");
+    // Deleting the vhost closes its connections and removes its queues and permissions.
+    let closing = server_close_code(conn.events_listener());
+    assert_eq!(
+        request(addr, "DELETE", "/api/vhosts/apps", ADMIN, None)
+            .await
+            .status,
+        204
+    );
+    assert_eq!(closing.await, Some(320));
+    assert_eq!(
+        request(addr, "GET", "/api/vhosts/apps", ADMIN, None)
+            .await
+            .status,
+        404
+    );
+    assert_eq!(
+        request(addr, "DELETE", "/api/vhosts/apps", ADMIN, None)
+            .await
+            .status,
+        404
+    );
+    let perms = request(addr, "GET", "/api/permissions", ADMIN, None)
+        .await
+        .json();
+    assert!(perms
+        .as_array()
+        .expect("list")
+        .iter()
+        .all(|p| p["vhost"] != "apps"));
+    // Gone after a restart too; recreated, it is empty.
+    let b = b.restart().await;
+    let addr = b.server.http_addr;
+    assert_eq!(
+        request(addr, "GET", "/api/vhosts/apps", ADMIN, None)
+            .await
+            .status,
+        404
+    );
+    assert_eq!(
+        request(addr, "PUT", "/api/vhosts/apps", ADMIN, None)
+            .await
+            .status,
+        201
+    );
+    let queues = request(addr, "GET", "/api/queues/apps", ADMIN, None)
+        .await
+        .json();
+    assert_eq!(queues, serde_json::json!([]));
+}
+
+#[tokio::test]
+async fn health_checks_aliveness_and_nodes() {
+    let b = start().await;
+    let addr = b.server.http_addr;
+    for path in [
+        "/api/health/checks/alarms",
+        "/api/health/checks/local-alarms",
+        "/api/health/checks/virtual-hosts",
+        "/api/health/checks/ready-to-serve-clients",
+        "/api/health/checks/protocol-listener/amqp",
+        "/api/health/checks/protocol-listener/http",
+        "/api/aliveness-test/%2F",
+    ] {
+        let r = request(addr, "GET", path, ADMIN, None).await;
+        assert_eq!(r.status, 200, "{path}: {}", r.body);
+        assert_eq!(r.json()["status"], "ok", "{path}");
+    }
+    let port = b.server.amqp_addr.port();
+    let r = request(
+        addr,
+        "GET",
+        &format!("/api/health/checks/port-listener/{port}"),
+        ADMIN,
+        None,
+    )
+    .await;
+    assert_eq!(r.status, 200, "{}", r.body);
+    let r = request(
+        addr,
+        "GET",
+        "/api/health/checks/port-listener/1",
+        ADMIN,
+        None,
+    )
+    .await;
+    assert_eq!(r.status, 503);
+    assert_eq!(r.json()["reason"], "No active listener");
+    let r = request(
+        addr,
+        "GET",
+        "/api/health/checks/protocol-listener/amqps",
+        ADMIN,
+        None,
+    )
+    .await;
+    assert_eq!(r.status, 503, "no TLS listener here");
+    assert_eq!(
+        request(addr, "GET", "/api/health/checks/alarms", None, None)
+            .await
+            .status,
+        401
+    );
+    let nodes = request(addr, "GET", "/api/nodes", ADMIN, None).await.json();
+    assert_eq!(nodes[0]["running"], true);
+    assert!(nodes[0]["fd_used"].as_u64().is_some_and(|n| n > 0));
+    let overview = request(addr, "GET", "/api/overview", ADMIN, None)
+        .await
+        .json();
+    let ports: Vec<u64> = overview["listeners"]
+        .as_array()
+        .expect("listeners")
+        .iter()
+        .filter_map(|l| l["port"].as_u64())
+        .collect();
+    assert!(ports.contains(&u64::from(port)), "{ports:?}");
+}
