@@ -62,6 +62,8 @@ pub struct Config {
     pub ssl_cert_login_from: CertLoginFrom,
     /// Milliseconds to wait before refusing a failed login (0: none, as RabbitMQ).
     pub failed_login_delay: u64,
+    /// A definitions file (RabbitMQ's JSON export) imported at every start.
+    pub load_definitions: Option<PathBuf>,
     /// Open AMQP connections the node accepts (RabbitMQ's `connection_max`); 0: no limit.
     pub max_connections: usize,
     /// Consumers one channel may hold (RabbitMQ's `consumer_max_per_channel`); 0: no limit.
@@ -115,6 +117,7 @@ impl Default for Config {
             auth_mechanisms: vec!["PLAIN".into(), "AMQPLAIN".into()],
             ssl_cert_login_from: CertLoginFrom::DistinguishedName,
             failed_login_delay: 0,
+            load_definitions: None,
             max_connections: 0,
             max_consumers_per_channel: 0,
             max_queues_per_vhost: 0,

@@ -10,10 +10,12 @@ pub mod broker;
 pub mod config;
 pub mod confirm;
 pub mod connections;
+pub mod definitions;
 pub mod delayed;
 pub mod error;
 pub mod exchange;
 pub mod http;
+pub mod json;
 pub mod message;
 pub mod metrics;
 pub mod permissions;
@@ -66,6 +68,26 @@ fn raise_open_file_limit() {
     }
 }
 
+/// Imports the `load_definitions` file; a missing or invalid file stops the start, as in
+/// RabbitMQ.
+async fn load_definitions(broker: &Broker, path: &std::path::Path) -> std::io::Result<()> {
+    let invalid = |e: String| {
+        std::io::Error::new(
+            std::io::ErrorKind::InvalidData,
+            format!("definitions {}: {e}", path.display()),
+        )
+    };
+    let text = std::fs::read_to_string(path).map_err(|e| invalid(e.to_string()))?;
+    let doc: serde_json::Value = serde_json::from_str(&text).map_err(|e| invalid(e.to_string()))?;
+    let mark = broker.store.submitted();
+    definitions::import(broker, &doc, None)
+        .await
+        .map_err(invalid)?;
+    broker.store.sync_since(mark).await;
+    tracing::info!(path = %path.display(), "definitions imported");
+    Ok(())
+}
+
 impl Server {
     /// Binds the listeners and starts serving.
     pub async fn start(config: Config) -> std::io::Result<Server> {
@@ -76,6 +98,9 @@ impl Server {
         let acceptor = tls::acceptor(&config)
             .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidInput, e.to_string()))?;
         let broker = Broker::open(config).map_err(|e| std::io::Error::other(e.to_string()))?;
+        if let Some(path) = &broker.config.load_definitions {
+            load_definitions(&broker, path).await?;
+        }
         let cfg = &broker.config;
         let listener = tokio::net::TcpListener::bind(cfg.amqp_listen).await?;
         let amqp_addr = listener.local_addr()?;

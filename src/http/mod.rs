@@ -3,6 +3,7 @@
 //! overview, vhosts and queues; errors use RabbitMQ's `{"error", "reason"}` shape.
 
 mod connections;
+mod definitions;
 mod exchanges;
 mod health;
 mod overview;
@@ -143,6 +144,14 @@ pub fn router(broker: Arc<Broker>) -> Router {
             get(vhosts::show).put(vhosts::put).delete(vhosts::delete),
         )
         .route("/api/whoami", get(overview::whoami))
+        .route(
+            "/api/definitions",
+            get(definitions::export_all).post(definitions::import_all),
+        )
+        .route(
+            "/api/definitions/{vhost}",
+            get(definitions::export_vhost).post(definitions::import_vhost),
+        )
         .route("/api/nodes", get(health::nodes))
         .route("/api/health/checks/alarms", get(health::alarms_check))
         .route(

@@ -4,7 +4,7 @@
 use super::{ApiError, AppState, Authenticated};
 use crate::queue::QueueRef;
 use crate::vhost::QueueOptions;
-use amq_protocol::types::{AMQPValue, FieldTable, LongString};
+use amq_protocol::types::FieldTable;
 use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
 use axum::Json;
@@ -43,58 +43,13 @@ async fn describe(q: &QueueRef) -> Value {
 
 /// A field table as JSON.
 pub(crate) fn table_json(t: &FieldTable) -> Value {
-    Value::Object(
-        t.inner()
-            .iter()
-            .map(|(k, v)| (k.to_string(), value_json(v)))
-            .collect(),
-    )
+    crate::json::table_json(t)
 }
 
 /// JSON arguments as a field table (400 on values AMQP cannot carry).
 pub(crate) fn json_table(args: &HashMap<String, Value>) -> Result<FieldTable, ApiError> {
-    let mut t = FieldTable::default();
-    for (k, val) in args {
-        let value = json_value(val).ok_or_else(|| {
-            ApiError::new(
-                StatusCode::BAD_REQUEST,
-                "bad_request",
-                format!("invalid value for argument {k}"),
-            )
-        })?;
-        t.insert(k.as_str().into(), value);
-    }
-    Ok(t)
-}
-
-fn value_json(v: &AMQPValue) -> Value {
-    match v {
-        AMQPValue::Boolean(b) => json!(b),
-        AMQPValue::LongString(s) => json!(String::from_utf8_lossy(s.as_bytes())),
-        AMQPValue::ShortString(s) => json!(s.as_str()),
-        AMQPValue::ShortShortInt(n) => json!(n),
-        AMQPValue::ShortShortUInt(n) => json!(n),
-        AMQPValue::ShortInt(n) => json!(n),
-        AMQPValue::ShortUInt(n) => json!(n),
-        AMQPValue::LongInt(n) => json!(n),
-        AMQPValue::LongUInt(n) => json!(n),
-        AMQPValue::LongLongInt(n) => json!(n),
-        AMQPValue::Float(n) => json!(n),
-        AMQPValue::Double(n) => json!(n),
-        other => json!(format!("{other:?}")),
-    }
-}
-
-fn json_value(v: &Value) -> Option<AMQPValue> {
-    Some(match v {
-        Value::Bool(b) => AMQPValue::Boolean(*b),
-        Value::Number(n) => match n.as_i64() {
-            Some(i) => AMQPValue::LongLongInt(i),
-            None => AMQPValue::Double(n.as_f64()?),
-        },
-        Value::String(s) => AMQPValue::LongString(LongString::from(s.as_bytes().to_vec())),
-        _ => return None,
-    })
+    crate::json::json_table(args.iter())
+        .map_err(|reason| ApiError::new(StatusCode::BAD_REQUEST, "bad_request", reason))
 }
 
 async fn list(queues: Vec<QueueRef>) -> Json<Value> {

@@ -1,0 +1,264 @@
+//! Definitions in RabbitMQ's JSON format: export (`GET /api/definitions[/{vhost}]`) and import
+//! (`POST`, and the `load_definitions` file at boot), so a RabbitMQ export can seed Warren and
+//! back. Users keep their hashes and hashing module; queues, exchanges and bindings go through
+//! the same vhost operations as AMQP. Exclusive queues, the built-in exchanges and the default
+//! exchange's implicit bindings are not exported, as in RabbitMQ.
+
+use crate::auth::{hash_password, Hashing, User};
+use crate::broker::Broker;
+use crate::exchange::Destination;
+use crate::json::{json_table, table_json};
+use crate::permissions::{Access, Permission, TopicPermission};
+use crate::vhost::{ExchangeOptions, QueueOptions, VHost};
+use serde_json::{json, Map, Value};
+
+/// Exports everything (`vhost` None) or one virtual host's queues, exchanges and bindings.
+pub fn export(b: &Broker, vhost: Option<&str>) -> Value {
+    let mut vhosts = b.vhosts();
+    vhosts.retain(|v| vhost.is_none_or(|n| n == v.name));
+    vhosts.sort_by(|a, b| a.name.cmp(&b.name));
+    let (mut queues, mut exchanges, mut bindings) = (Vec::new(), Vec::new(), Vec::new());
+    for v in &vhosts {
+        entities(
+            v,
+            vhost.is_none(),
+            &mut queues,
+            &mut exchanges,
+            &mut bindings,
+        );
+    }
+    let mut out = Map::new();
+    out.insert(
+        "rabbit_version".into(),
+        json!(crate::http::RABBITMQ_VERSION),
+    );
+    out.insert(
+        "rabbitmq_version".into(),
+        json!(crate::http::RABBITMQ_VERSION),
+    );
+    out.insert("product_name".into(), json!("Warren"));
+    out.insert("product_version".into(), json!(env!("CARGO_PKG_VERSION")));
+    if vhost.is_none() {
+        let mut users = b.users();
+        users.sort_by(|a, b| a.name.cmp(&b.name));
+        out.insert(
+            "users".into(),
+            users
+                .iter()
+                .map(|u| {
+                    json!({"name": u.name, "password_hash": u.password_hash(),
+                    "hashing_algorithm": u.hashing.name(), "tags": u.tags, "limits": {}})
+                })
+                .collect(),
+        );
+        out.insert(
+            "vhosts".into(),
+            vhosts
+                .iter()
+                .map(|v| json!({"name": v.name, "description": "", "tags": [], "metadata": {"description": "", "tags": []}}))
+                .collect(),
+        );
+        out.insert(
+            "permissions".into(),
+            b.permissions
+                .list()
+                .iter()
+                .map(|(v, u, p)| {
+                    json!({"user": u, "vhost": v, "configure": p.pattern(Access::Configure),
+                    "write": p.pattern(Access::Write), "read": p.pattern(Access::Read)})
+                })
+                .collect(),
+        );
+        out.insert(
+            "topic_permissions".into(),
+            b.permissions
+                .list_topics()
+                .iter()
+                .map(|(v, u, t)| {
+                    json!({"user": u, "vhost": v, "exchange": t.exchange, "write": t.write(), "read": t.read()})
+                })
+                .collect(),
+        );
+        out.insert("parameters".into(), json!([]));
+        out.insert("global_parameters".into(), json!([]));
+    }
+    out.insert("policies".into(), json!([]));
+    out.insert("queues".into(), Value::Array(queues));
+    out.insert("exchanges".into(), Value::Array(exchanges));
+    out.insert("bindings".into(), Value::Array(bindings));
+    Value::Object(out)
+}
+
+fn entities(
+    v: &VHost,
+    with_vhost: bool,
+    queues: &mut Vec<Value>,
+    exchanges: &mut Vec<Value>,
+    bindings: &mut Vec<Value>,
+) {
+    let tag = |mut o: Value| {
+        if let (true, Some(m)) = (with_vhost, o.as_object_mut()) {
+            m.insert("vhost".into(), json!(v.name));
+        }
+        o
+    };
+    let mut qs = v.queues();
+    qs.retain(|q| q.exclusive_owner.is_none());
+    qs.sort_by(|a, b| a.name.cmp(&b.name));
+    for q in &qs {
+        queues.push(tag(json!({"name": q.name, "durable": q.durable,
+            "auto_delete": q.auto_delete, "arguments": table_json(&q.arguments)})));
+    }
+    let mut xs = v.exchanges();
+    xs.sort_by(|a, b| a.name.cmp(&b.name));
+    for x in &xs {
+        if !x.name.is_empty() && !x.name.starts_with("amq.") {
+            exchanges.push(tag(json!({"name": x.name, "type": x.type_name(),
+                "durable": x.durable, "auto_delete": x.auto_delete, "internal": x.internal,
+                "arguments": table_json(&x.arguments)})));
+        }
+        if x.name.is_empty() {
+            continue;
+        }
+        for bd in x.bindings().list() {
+            let (destination, kind) = match &bd.destination {
+                Destination::Queue(q) => (q.name.clone(), "queue"),
+                Destination::Exchange(d) => (d.clone(), "exchange"),
+            };
+            bindings.push(tag(json!({"source": x.name, "destination": destination,
+                "destination_type": kind, "routing_key": bd.key,
+                "arguments": table_json(&bd.arguments)})));
+        }
+    }
+}
+
+fn text<'a>(o: &'a Value, key: &str) -> Result<&'a str, String> {
+    o.get(key)
+        .and_then(Value::as_str)
+        .ok_or_else(|| format!("missing or invalid key {key} in {o}"))
+}
+
+fn flag(o: &Value, key: &str, default: bool) -> bool {
+    o.get(key).and_then(Value::as_bool).unwrap_or(default)
+}
+
+fn arguments(o: &Value) -> Result<amq_protocol::types::FieldTable, String> {
+    match o.get("arguments") {
+        Some(Value::Object(m)) => json_table(m.iter()),
+        _ => Ok(Default::default()),
+    }
+}
+
+fn list<'a>(doc: &'a Value, key: &str) -> &'a [Value] {
+    doc.get(key)
+        .and_then(Value::as_array)
+        .map_or(&[], Vec::as_slice)
+}
+
+/// Imports a definitions document. With `vhost`, every queue, exchange and binding goes to that
+/// virtual host and users, vhosts and permissions are ignored (RabbitMQ's per-vhost import).
+pub async fn import(b: &Broker, doc: &Value, vhost: Option<&str>) -> Result<(), String> {
+    if !doc.is_object() {
+        return Err("definitions must be a JSON object".into());
+    }
+    if vhost.is_none() {
+        for v in list(doc, "vhosts") {
+            b.add_vhost(text(v, "name")?);
+        }
+        for u in list(doc, "users") {
+            b.put_user(user(u)?);
+        }
+        for p in list(doc, "permissions") {
+            let (v, u) = (text(p, "vhost")?, text(p, "user")?);
+            let perm = Permission::new(text(p, "configure")?, text(p, "write")?, text(p, "read")?)?;
+            b.set_permission(v, u, perm);
+        }
+        for p in list(doc, "topic_permissions") {
+            let (v, u) = (text(p, "vhost")?, text(p, "user")?);
+            let t = TopicPermission::new(
+                text(p, "exchange")?,
+                text(p, "write")?,
+                text(p, "read")?,
+                u,
+                v,
+            )?;
+            b.set_topic_permission(v, u, t);
+        }
+    }
+    let target = |o: &Value| -> Result<std::sync::Arc<VHost>, String> {
+        let name = match vhost {
+            Some(v) => v,
+            None => text(o, "vhost")?,
+        };
+        b.vhost(name)
+            .ok_or_else(|| format!("vhost '{name}' does not exist"))
+    };
+    for x in list(doc, "exchanges") {
+        let options = ExchangeOptions {
+            passive: false,
+            durable: flag(x, "durable", true),
+            auto_delete: flag(x, "auto_delete", false),
+            internal: flag(x, "internal", false),
+            arguments: arguments(x)?,
+        };
+        target(x)?
+            .exchange_declare(text(x, "name")?, text(x, "type")?, &options)
+            .map_err(|e| e.text)?;
+    }
+    for q in list(doc, "queues") {
+        let options = QueueOptions {
+            durable: flag(q, "durable", true),
+            auto_delete: flag(q, "auto_delete", false),
+            arguments: arguments(q)?,
+            ..QueueOptions::default()
+        };
+        target(q)?
+            .queue_declare(text(q, "name")?, &options, 0)
+            .map_err(|e| e.text)?;
+    }
+    for bd in list(doc, "bindings") {
+        let v = target(bd)?;
+        let (source, destination) = (text(bd, "source")?, text(bd, "destination")?);
+        let key = bd.get("routing_key").and_then(Value::as_str).unwrap_or("");
+        let args = arguments(bd)?;
+        let r = match text(bd, "destination_type")? {
+            "exchange" => v.exchange_bind(destination, source, key, &args),
+            _ => v.queue_bind(destination, source, key, &args, 0),
+        };
+        r.map_err(|e| e.text)?;
+    }
+    Ok(())
+}
+
+/// A user from a definitions entry: `password_hash` (+ `hashing_algorithm`) or `password`.
+fn user(u: &Value) -> Result<User, String> {
+    let name = text(u, "name")?;
+    let tags: Vec<String> = match u.get("tags") {
+        Some(Value::Array(a)) => a
+            .iter()
+            .filter_map(Value::as_str)
+            .map(str::to_owned)
+            .collect(),
+        Some(Value::String(s)) => s
+            .split(',')
+            .map(str::trim)
+            .filter(|t| !t.is_empty())
+            .map(str::to_owned)
+            .collect(),
+        _ => Vec::new(),
+    };
+    let tags: Vec<&str> = tags.iter().map(String::as_str).collect();
+    let hashing = match u.get("hashing_algorithm").and_then(Value::as_str) {
+        Some(h) => Hashing::from_name(h).ok_or_else(|| format!("unknown hashing algorithm {h}"))?,
+        None => Hashing::Sha256,
+    };
+    let made = match (
+        u.get("password").and_then(Value::as_str),
+        u.get("password_hash"),
+    ) {
+        (Some(p), _) => User::with_hash(name, &hash_password(p), &tags),
+        (None, Some(Value::String(h))) => User::with_hashing(name, h, hashing, &tags),
+        _ => User::with_hashing(name, "", hashing, &tags),
+    };
+    made.ok_or_else(|| format!("invalid password_hash for user {name}"))
+}

@@ -1,0 +1,47 @@
+//! `/api/definitions[/{vhost}]`: export (GET) and import (POST) in RabbitMQ's JSON format,
+//! administrator only; the work is done by [`crate::definitions`].
+
+use super::{Administrator, ApiError, AppState};
+use axum::extract::{Path, State};
+use axum::http::StatusCode;
+use axum::Json;
+use serde_json::Value;
+
+pub(crate) async fn export_all(State(b): State<AppState>, _: Administrator) -> Json<Value> {
+    Json(crate::definitions::export(&b, None))
+}
+
+pub(crate) async fn export_vhost(
+    State(b): State<AppState>,
+    _: Administrator,
+    Path(vhost): Path<String>,
+) -> Result<Json<Value>, ApiError> {
+    b.vhost(&vhost).ok_or_else(ApiError::not_found)?;
+    Ok(Json(crate::definitions::export(&b, Some(&vhost))))
+}
+
+async fn import(b: &AppState, doc: &Value, vhost: Option<&str>) -> Result<StatusCode, ApiError> {
+    let mark = b.store.submitted();
+    let r = crate::definitions::import(b, doc, vhost).await;
+    b.store.sync_since(mark).await;
+    r.map_err(|reason| ApiError::new(StatusCode::BAD_REQUEST, "bad_request", reason))?;
+    Ok(StatusCode::NO_CONTENT)
+}
+
+pub(crate) async fn import_all(
+    State(b): State<AppState>,
+    _: Administrator,
+    Json(doc): Json<Value>,
+) -> Result<StatusCode, ApiError> {
+    import(&b, &doc, None).await
+}
+
+pub(crate) async fn import_vhost(
+    State(b): State<AppState>,
+    _: Administrator,
+    Path(vhost): Path<String>,
+    Json(doc): Json<Value>,
+) -> Result<StatusCode, ApiError> {
+    b.vhost(&vhost).ok_or_else(ApiError::not_found)?;
+    import(&b, &doc, Some(&vhost)).await
+}
