@@ -395,3 +395,113 @@ async fn users_are_created_updated_and_deleted_and_log_in_over_amqp() {
     let r = request(addr, "DELETE", "/api/users/alice", admin, None).await;
     assert_eq!(r.status, 404);
 }
+
+#[tokio::test]
+async fn queue_get_and_purge_over_http() {
+    let b = start().await;
+    let addr = b.server.http_addr;
+    let admin = Some(("guest", "guest"));
+    let (_c, ch) = b.channel().await;
+    within(ch.queue_declare(
+        "inbox".into(),
+        QueueDeclareOptions::default(),
+        FieldTable::default(),
+    ))
+    .await
+    .expect("declare");
+    let mut headers = FieldTable::default();
+    headers.insert(
+        "origin".into(),
+        lapin::types::AMQPValue::LongString("test".into()),
+    );
+    for body in [&b"first"[..], b"second", b"\xff\x00binary"] {
+        within(
+            ch.basic_publish(
+                "".into(),
+                "inbox".into(),
+                BasicPublishOptions::default(),
+                body,
+                lapin::BasicProperties::default()
+                    .with_delivery_mode(2)
+                    .with_headers(headers.clone()),
+            ),
+        )
+        .await
+        .expect("publish");
+    }
+    let ready = |n: u64| async move {
+        within(async {
+            loop {
+                let q = request(addr, "GET", "/api/queues/%2F/inbox", admin, None)
+                    .await
+                    .json();
+                if q["messages_ready"] == n {
+                    return;
+                }
+                tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+            }
+        })
+        .await
+    };
+    ready(3).await;
+    let got = request(
+        addr,
+        "POST",
+        "/api/queues/%2F/inbox/get",
+        admin,
+        Some(r#"{"count":2,"ackmode":"ack_requeue_true","encoding":"auto","truncate":50000}"#),
+    )
+    .await
+    .json();
+    assert_eq!(got[0]["payload"], "first");
+    assert_eq!(got[0]["payload_encoding"], "string");
+    assert_eq!(got[0]["routing_key"], "inbox");
+    assert_eq!(got[0]["properties"]["delivery_mode"], 2);
+    assert_eq!(got[0]["properties"]["headers"]["origin"], "test");
+    assert_eq!(got[1]["payload"], "second");
+    ready(3).await;
+    // Taken for good, in order; the binary one comes as base64.
+    let got = request(
+        addr,
+        "POST",
+        "/api/queues/%2F/inbox/get",
+        admin,
+        Some(r#"{"count":5,"ackmode":"ack_requeue_false","encoding":"auto"}"#),
+    )
+    .await
+    .json();
+    assert_eq!(got.as_array().expect("list").len(), 3);
+    assert_eq!(got[0]["redelivered"], true);
+    assert_eq!(got[2]["payload_encoding"], "base64");
+    assert_eq!(got[2]["payload"], "/wBiaW5hcnk=");
+    ready(0).await;
+    within(ch.basic_publish(
+        "".into(),
+        "inbox".into(),
+        BasicPublishOptions::default(),
+        b"x",
+        lapin::BasicProperties::default(),
+    ))
+    .await
+    .expect("publish");
+    ready(1).await;
+    let r = request(
+        addr,
+        "DELETE",
+        "/api/queues/%2F/inbox/contents",
+        admin,
+        None,
+    )
+    .await;
+    assert_eq!(r.status, 204);
+    ready(0).await;
+    let r = request(
+        addr,
+        "POST",
+        "/api/queues/%2F/inbox/get",
+        admin,
+        Some(r#"{"count":1,"ackmode":"nope","encoding":"auto"}"#),
+    )
+    .await;
+    assert_eq!(r.status, 400);
+}

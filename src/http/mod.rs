@@ -3,6 +3,7 @@
 //! overview, vhosts and queues; errors use RabbitMQ's `{"error", "reason"}` shape.
 
 mod connections;
+mod contents;
 mod definitions;
 mod exchanges;
 mod health;
@@ -217,6 +218,11 @@ pub fn router(broker: Arc<Broker>) -> Router {
             "/api/queues/{vhost}/{name}/bindings",
             get(exchanges::queue_bindings),
         )
+        .route(
+            "/api/queues/{vhost}/{name}/contents",
+            axum::routing::delete(contents::purge),
+        )
+        .route("/api/queues/{vhost}/{name}/get", post(contents::get))
         .route("/api/exchanges", get(exchanges::list_all))
         .route("/api/exchanges/{vhost}", get(exchanges::list_vhost))
         .route(
