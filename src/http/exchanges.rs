@@ -1,15 +1,12 @@
-//! `/api/exchanges[/{vhost}[/{name}]]` (list, show, PUT declare, DELETE), `.../publish`, and the
-//! bindings endpoints (`/api/bindings[/{vhost}]`, `/api/bindings/{vhost}/e/{x}/q/{q}`,
-//! `.../bindings/source`, `/api/queues/{vhost}/{q}/bindings`).
+//! `/api/exchanges[/{vhost}[/{name}]]` (list, show, PUT declare, DELETE) and `.../publish`.
 
 use super::queues::{bad_request, json_table, table_json};
 use super::{ApiError, AppState, Authenticated};
-use crate::exchange::{Destination, Exchange};
+use crate::exchange::Exchange;
 use crate::vhost::{ExchangeOptions, VHost};
 use amq_protocol::protocol::BasicProperties;
 use axum::extract::{Path, Query, State};
-use axum::http::{header, StatusCode};
-use axum::response::{IntoResponse, Response};
+use axum::http::StatusCode;
 use axum::Json;
 use bytes::Bytes;
 use serde::Deserialize;
@@ -18,9 +15,9 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 /// RabbitMQ's name for the default exchange in URLs.
-const DEFAULT_NAME: &str = "amq.default";
+pub(crate) const DEFAULT_NAME: &str = "amq.default";
 
-fn url_name(name: &str) -> &str {
+pub(crate) fn url_name(name: &str) -> &str {
     if name == DEFAULT_NAME {
         ""
     } else {
@@ -201,141 +198,4 @@ pub(crate) async fn publish(
         q.publish(msg.clone(), None).await;
     }
     Ok(Json(json!({ "routed": routed })))
-}
-
-fn binding_json(
-    v: &VHost,
-    source: &str,
-    dest: &Destination,
-    key: &str,
-    args: &amq_protocol::types::FieldTable,
-) -> Value {
-    let (destination, kind) = match dest {
-        Destination::Queue(q) => (q.name.clone(), "queue"),
-        Destination::Exchange(x) => (x.clone(), "exchange"),
-    };
-    let properties_key = if args.inner().is_empty() {
-        if key.is_empty() {
-            "~".to_owned()
-        } else {
-            key.to_owned()
-        }
-    } else {
-        use base64::Engine;
-        use sha2::{Digest, Sha256};
-        let digest = Sha256::digest(crate::store::schema::encode_table(args));
-        format!(
-            "{key}~{}",
-            base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(&digest[..9])
-        )
-    };
-    json!({
-        "source": source,
-        "vhost": v.name,
-        "destination": destination,
-        "destination_type": kind,
-        "routing_key": key,
-        "arguments": table_json(args),
-        "properties_key": properties_key,
-    })
-}
-
-/// Every binding of a vhost, the default exchange's implicit ones first, as RabbitMQ lists them.
-fn bindings_of(v: &VHost) -> Vec<Value> {
-    let mut out = Vec::new();
-    let mut queues = v.queues();
-    queues.sort_by(|a, b| a.name.cmp(&b.name));
-    for q in &queues {
-        out.push(binding_json(
-            v,
-            "",
-            &Destination::Queue(q.clone()),
-            &q.name,
-            &Default::default(),
-        ));
-    }
-    let mut xs = v.exchanges();
-    xs.sort_by(|a, b| a.name.cmp(&b.name));
-    for x in xs {
-        for bd in x.bindings().list() {
-            out.push(binding_json(
-                v,
-                &x.name,
-                &bd.destination,
-                &bd.key,
-                &bd.arguments,
-            ));
-        }
-    }
-    out
-}
-
-pub(crate) async fn bindings_all(State(b): State<AppState>, _: Authenticated) -> Json<Value> {
-    Json(Value::Array(
-        b.vhosts().iter().flat_map(|v| bindings_of(v)).collect(),
-    ))
-}
-
-pub(crate) async fn bindings_vhost(
-    State(b): State<AppState>,
-    _: Authenticated,
-    Path(vhost): Path<String>,
-) -> Result<Json<Value>, ApiError> {
-    let v = b.vhost(&vhost).ok_or_else(ApiError::not_found)?;
-    Ok(Json(Value::Array(bindings_of(&v))))
-}
-
-pub(crate) async fn queue_bindings(
-    State(b): State<AppState>,
-    _: Authenticated,
-    Path((vhost, name)): Path<(String, String)>,
-) -> Result<Json<Value>, ApiError> {
-    let v = b.vhost(&vhost).ok_or_else(ApiError::not_found)?;
-    v.queue(&name).map_err(|_| ApiError::not_found())?;
-    let all = bindings_of(&v);
-    Ok(Json(Value::Array(
-        all.into_iter()
-            .filter(|b| b["destination_type"] == "queue" && b["destination"] == name.as_str())
-            .collect(),
-    )))
-}
-
-/// Body of POST /api/bindings/{vhost}/e/{x}/q/{q}.
-#[derive(Debug, Default, Deserialize)]
-pub(crate) struct BindBody {
-    #[serde(default)]
-    routing_key: String,
-    #[serde(default)]
-    arguments: HashMap<String, Value>,
-}
-
-pub(crate) async fn bind_queue(
-    State(b): State<AppState>,
-    _: Authenticated,
-    Path((vhost, exchange, queue)): Path<(String, String, String)>,
-    body: Option<Json<BindBody>>,
-) -> Result<Response, ApiError> {
-    let v = b.vhost(&vhost).ok_or_else(ApiError::not_found)?;
-    let body = body.map(|Json(b)| b).unwrap_or_default();
-    let args = json_table(&body.arguments)?;
-    let mark = v.store.submitted();
-    v.queue_bind(&queue, url_name(&exchange), &body.routing_key, &args, 0)
-        .map_err(|e| {
-            if e.code == 404 {
-                ApiError::not_found()
-            } else {
-                bad_request(e)
-            }
-        })?;
-    v.store.sync_since(mark).await;
-    let key = if body.routing_key.is_empty() {
-        "~".to_owned()
-    } else {
-        body.routing_key.clone()
-    };
-    let location = format!(
-        "/api/bindings/{}/e/{exchange}/q/{queue}/{key}",
-        vhost.replace('/', "%2F")
-    );
-    Ok((StatusCode::CREATED, [(header::LOCATION, location)]).into_response())
 }

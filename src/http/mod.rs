@@ -2,6 +2,7 @@
 //! `http_listen`. It calls the same broker operations as AMQP. This first slice serves the
 //! overview, vhosts and queues; errors use RabbitMQ's `{"error", "reason"}` shape.
 
+mod bindings;
 mod connections;
 mod contents;
 mod definitions;
@@ -216,7 +217,7 @@ pub fn router(broker: Arc<Broker>) -> Router {
         )
         .route(
             "/api/queues/{vhost}/{name}/bindings",
-            get(exchanges::queue_bindings),
+            get(bindings::queue_bindings),
         )
         .route(
             "/api/queues/{vhost}/{name}/contents",
@@ -235,11 +236,19 @@ pub fn router(broker: Arc<Broker>) -> Router {
             "/api/exchanges/{vhost}/{name}/publish",
             post(exchanges::publish),
         )
-        .route("/api/bindings", get(exchanges::bindings_all))
-        .route("/api/bindings/{vhost}", get(exchanges::bindings_vhost))
+        .route("/api/bindings", get(bindings::bindings_all))
+        .route("/api/bindings/{vhost}", get(bindings::bindings_vhost))
         .route(
-            "/api/bindings/{vhost}/e/{exchange}/q/{queue}",
-            post(exchanges::bind_queue),
+            "/api/bindings/{vhost}/e/{source}/{kind}/{destination}",
+            get(bindings::list_between).post(bindings::bind),
+        )
+        .route(
+            "/api/bindings/{vhost}/e/{source}/{kind}/{destination}/{props}",
+            get(bindings::show).delete(bindings::unbind),
+        )
+        .route(
+            "/api/exchanges/{vhost}/{name}/bindings/{side}",
+            get(bindings::exchange_bindings),
         )
         .fallback(not_found)
         .with_state(broker)
