@@ -132,6 +132,11 @@ impl Connections {
         })
     }
 
+    /// A connection by its id.
+    pub fn get(&self, id: u64) -> Option<Arc<ConnectionInfo>> {
+        self.map.get(&id).map(|e| e.value().clone())
+    }
+
     /// A connection by its name ("peer -> local").
     pub fn by_name(&self, name: &str) -> Option<Arc<ConnectionInfo>> {
         self.map

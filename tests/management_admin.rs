@@ -253,3 +253,71 @@ async fn health_checks_aliveness_and_nodes() {
         .collect();
     assert!(ports.contains(&u64::from(port)), "{ports:?}");
 }
+
+#[tokio::test]
+async fn consumers_are_listed_and_lists_sort_filter_and_page() {
+    let b = start().await;
+    let addr = b.server.http_addr;
+    let (_c, ch) = b.channel().await;
+    for q in ["q-b", "q-a", "q-c"] {
+        within(ch.queue_declare(
+            q.into(),
+            QueueDeclareOptions::default(),
+            FieldTable::default(),
+        ))
+        .await
+        .expect("declare");
+    }
+    within(ch.basic_qos(7, BasicQosOptions::default()))
+        .await
+        .expect("qos");
+    let _consumer = within(ch.basic_consume(
+        "q-b".into(),
+        "watcher".into(),
+        BasicConsumeOptions::default(),
+        FieldTable::default(),
+    ))
+    .await
+    .expect("consume");
+    let consumers = request(addr, "GET", "/api/consumers/%2F", ADMIN, None)
+        .await
+        .json();
+    let c = &consumers[0];
+    assert_eq!(c["consumer_tag"], "watcher");
+    assert_eq!(c["queue"]["name"], "q-b");
+    assert_eq!(c["ack_required"], true);
+    assert_eq!(c["prefetch_count"], 7);
+    assert_eq!(c["channel_details"]["number"], 1);
+    assert_eq!(c["channel_details"]["user"], "guest");
+    // sort + columns keep the array shape.
+    let names = request(
+        addr,
+        "GET",
+        "/api/queues/%2F?sort=name&sort_reverse=true&columns=name",
+        ADMIN,
+        None,
+    )
+    .await
+    .json();
+    assert_eq!(
+        names,
+        serde_json::json!([{"name": "q-c"}, {"name": "q-b"}, {"name": "q-a"}])
+    );
+    // page returns RabbitMQ's paged object.
+    let page = request(
+        addr,
+        "GET",
+        "/api/queues?page=2&page_size=2&sort=name&name=q-&use_regex=false",
+        ADMIN,
+        None,
+    )
+    .await
+    .json();
+    assert_eq!(page["page"], 2);
+    assert_eq!(page["page_count"], 2);
+    assert_eq!(page["filtered_count"], 3);
+    assert_eq!(page["item_count"], 1);
+    assert_eq!(page["items"][0]["name"], "q-c");
+    let r = request(addr, "GET", "/api/queues?page=5&page_size=2", ADMIN, None).await;
+    assert_eq!(r.status, 400);
+}

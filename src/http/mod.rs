@@ -4,10 +4,12 @@
 
 mod bindings;
 mod connections;
+mod consumers;
 mod contents;
 mod definitions;
 mod exchanges;
 mod health;
+mod listing;
 mod overview;
 mod permissions;
 mod queues;
@@ -174,6 +176,8 @@ pub fn router(broker: Arc<Broker>) -> Router {
             get(health::protocol_listener),
         )
         .route("/api/aliveness-test/{vhost}", get(health::aliveness))
+        .route("/api/consumers", get(consumers::list))
+        .route("/api/consumers/{vhost}", get(consumers::of_vhost))
         .route("/api/connections", get(connections::list))
         .route(
             "/api/connections/{name}",
@@ -251,6 +255,7 @@ pub fn router(broker: Arc<Broker>) -> Router {
             get(bindings::exchange_bindings),
         )
         .fallback(not_found)
+        .layer(axum::middleware::from_fn(listing::list_parameters))
         .with_state(broker)
 }
 

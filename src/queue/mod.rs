@@ -76,6 +76,27 @@ pub struct QueueInfo {
     pub message_bytes_ready: u64,
 }
 
+/// A consumer as the management API shows it.
+#[derive(Clone, Debug)]
+pub struct ConsumerSummary {
+    /// Consumer tag.
+    pub tag: Arc<str>,
+    /// Channel number.
+    pub channel: u16,
+    /// Owning connection id.
+    pub connection: u64,
+    /// Deliveries need acks.
+    pub ack_required: bool,
+    /// Exclusive consumer.
+    pub exclusive: bool,
+    /// Per-consumer prefetch (0: none).
+    pub prefetch: u32,
+    /// Consumer priority.
+    pub priority: i32,
+    /// Milliseconds a delivery may stay unacknowledged (0: no limit).
+    pub timeout: u64,
+}
+
 /// Commands a queue task accepts.
 #[derive(Debug)]
 pub(crate) enum QueueCmd {
@@ -95,6 +116,7 @@ pub(crate) enum QueueCmd {
     },
     Stats(oneshot::Sender<(u32, u32)>),
     Info(oneshot::Sender<QueueInfo>),
+    Consumers(oneshot::Sender<Vec<ConsumerSummary>>),
     Flush(oneshot::Sender<()>),
     Touch,
     Shutdown,
@@ -284,6 +306,11 @@ impl QueueShared {
     /// Counters for the management API.
     pub async fn info(&self) -> AmqpResult<QueueInfo> {
         self.ask(QueueCmd::Info).await
+    }
+
+    /// The queue's consumers.
+    pub async fn consumers(&self) -> AmqpResult<Vec<ConsumerSummary>> {
+        self.ask(QueueCmd::Consumers).await
     }
 
     /// (ready messages, consumers).

@@ -410,6 +410,23 @@ impl QueueActor {
                     message_bytes_ready: self.ready.bytes(),
                 });
             }
+            QueueCmd::Consumers(reply) => {
+                let list = self
+                    .consumers
+                    .iter()
+                    .map(|c| super::ConsumerSummary {
+                        tag: c.spec.tag.clone(),
+                        channel: c.spec.channel,
+                        connection: c.spec.connection,
+                        ack_required: !c.spec.no_ack,
+                        exclusive: c.spec.exclusive,
+                        prefetch: c.spec.prefetch,
+                        priority: c.spec.priority,
+                        timeout: c.spec.timeout,
+                    })
+                    .collect();
+                let _ = reply.send(list);
+            }
             QueueCmd::Flush(reply) => self.flush_waiters.push(reply),
             QueueCmd::Touch => self.last_used = now_ms(),
             QueueCmd::Shutdown => self.stopped = true,
