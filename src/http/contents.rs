@@ -26,9 +26,11 @@ pub(crate) async fn purge(
 /// Body of POST .../get.
 #[derive(Debug, Deserialize)]
 pub(crate) struct GetBody {
+    #[serde(deserialize_with = "super::lenient::u32")]
     count: u32,
     ackmode: String,
     encoding: String,
+    #[serde(default, deserialize_with = "super::lenient::opt_usize")]
     truncate: Option<usize>,
 }
 

@@ -75,11 +75,11 @@ pub(crate) async fn show(
 pub(crate) struct DeclareBody {
     #[serde(rename = "type")]
     kind: String,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "super::lenient::opt_bool")]
     durable: Option<bool>,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "super::lenient::bool")]
     auto_delete: bool,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "super::lenient::bool")]
     internal: bool,
     #[serde(default)]
     arguments: HashMap<String, Value>,
@@ -169,8 +169,12 @@ pub(crate) async fn publish(
         _ => body.payload.into_bytes(),
     };
     let mut props = BasicProperties::default();
-    if let Some(Value::Number(n)) = body.properties.get("delivery_mode") {
-        props = props.with_delivery_mode(n.as_u64().unwrap_or(1) as u8);
+    if let Some(mode) = body
+        .properties
+        .get("delivery_mode")
+        .and_then(super::lenient::as_u64)
+    {
+        props = props.with_delivery_mode(mode.min(2) as u8);
     }
     if let Some(Value::Object(h)) = body.properties.get("headers") {
         let h: HashMap<String, Value> = h.iter().map(|(k, v)| (k.clone(), v.clone())).collect();

@@ -9,6 +9,7 @@ mod contents;
 mod definitions;
 mod exchanges;
 mod health;
+mod lenient;
 mod listing;
 mod overview;
 mod permissions;
@@ -30,9 +31,14 @@ use tokio::sync::watch;
 
 pub(crate) use overview::RABBITMQ_VERSION;
 
-/// The node name reported by the API and the metrics.
+/// The node name reported by the API and the metrics (RabbitMQ's `name@host` form).
 pub(crate) fn node_name(b: &Broker) -> String {
-    format!("warren@{}", b.config.cluster_name)
+    let cluster = &b.config.cluster_name;
+    if cluster.contains('@') {
+        cluster.clone()
+    } else {
+        format!("warren@{cluster}")
+    }
 }
 
 /// Shared state of the handlers.
@@ -124,6 +130,30 @@ impl FromRequestParts<AppState> for Administrator {
         }
         Ok(Administrator)
     }
+}
+
+/// Turns the framework's plain-text body rejections (malformed or mistyped JSON: 400, 415,
+/// 422) into RabbitMQ's `400 {"error": "bad_request", "reason": ...}`.
+async fn body_errors(req: axum::extract::Request, next: axum::middleware::Next) -> Response {
+    let resp = next.run(req).await;
+    let plain = resp
+        .headers()
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.starts_with("text/plain"));
+    let rejected = matches!(resp.status().as_u16(), 400 | 415 | 422) && plain;
+    if !rejected {
+        return resp;
+    }
+    let bytes = axum::body::to_bytes(resp.into_body(), 1 << 16)
+        .await
+        .unwrap_or_default();
+    ApiError::new(
+        StatusCode::BAD_REQUEST,
+        "bad_request",
+        String::from_utf8_lossy(&bytes).into_owned(),
+    )
+    .into_response()
 }
 
 async fn index() -> Html<&'static str> {
@@ -256,6 +286,7 @@ pub fn router(broker: Arc<Broker>) -> Router {
         )
         .fallback(not_found)
         .layer(axum::middleware::from_fn(listing::list_parameters))
+        .layer(axum::middleware::from_fn(body_errors))
         .with_state(broker)
 }
 

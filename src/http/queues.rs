@@ -88,9 +88,9 @@ pub(crate) async fn show(
 /// Body of PUT /api/queues/{vhost}/{name}.
 #[derive(Debug, Default, Deserialize)]
 pub(crate) struct DeclareBody {
-    #[serde(default)]
+    #[serde(default, deserialize_with = "super::lenient::opt_bool")]
     durable: Option<bool>,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "super::lenient::bool")]
     auto_delete: bool,
     #[serde(default)]
     arguments: HashMap<String, Value>,
