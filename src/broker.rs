@@ -88,6 +88,7 @@ impl Broker {
             vhosts.push(vhost);
         }
         let migrate = !r.fresh && r.permissions.is_empty();
+        let vhost_limits = std::mem::take(&mut r.vhost_limits);
         for p in r.permissions {
             self.restore_permission(p);
         }
@@ -105,6 +106,18 @@ impl Broker {
                 }
                 None => {
                     tracing::error!(user = %u.name, "stored password hash is invalid; user skipped")
+                }
+            }
+        }
+        for (vhost, json) in vhost_limits {
+            let (Some(v), Ok(serde_json::Value::Object(m))) =
+                (self.vhost(&vhost), serde_json::from_str(&json))
+            else {
+                continue;
+            };
+            for (name, value) in m {
+                if let (Some(slot), Some(n)) = (v.limits.by_name(&name), value.as_i64()) {
+                    slot.store(n, Ordering::Relaxed);
                 }
             }
         }
@@ -160,6 +173,29 @@ impl Broker {
         self.store.submit(Op::PutVhost(name.to_owned()));
         let v = VHost::new(name, self.store.clone(), self.config.max_queues_per_vhost);
         self.vhosts.insert(name.to_owned(), v);
+        true
+    }
+
+    /// Sets (value ≥ 0) or clears (negative) a vhost limit, persisted; false when the vhost or
+    /// the limit name is unknown.
+    pub fn set_vhost_limit(&self, vhost: &str, name: &str, value: i64) -> bool {
+        let Some(v) = self.vhost(vhost) else {
+            return false;
+        };
+        let Some(slot) = v.limits.by_name(name) else {
+            return false;
+        };
+        slot.store(value.max(-1), Ordering::Relaxed);
+        let limits = v.limits.to_json();
+        let json = if limits.is_empty() {
+            String::new()
+        } else {
+            serde_json::Value::Object(limits).to_string()
+        };
+        self.store.submit(Op::PutVhostLimits {
+            vhost: vhost.to_owned(),
+            json,
+        });
         true
     }
 

@@ -321,3 +321,87 @@ async fn consumers_are_listed_and_lists_sort_filter_and_page() {
     let r = request(addr, "GET", "/api/queues?page=5&page_size=2", ADMIN, None).await;
     assert_eq!(r.status, 400);
 }
+
+#[tokio::test]
+async fn vhost_limits_are_enforced_and_persist() {
+    let b = start().await;
+    let addr = b.server.http_addr;
+    for (name, value) in [("max-connections", 1), ("max-queues", 1)] {
+        let r = request(
+            addr,
+            "PUT",
+            &format!("/api/vhost-limits/%2F/{name}"),
+            ADMIN,
+            Some(&format!(r#"{{"value":{value}}}"#)),
+        )
+        .await;
+        assert_eq!(r.status, 204, "{}", r.body);
+    }
+    let limits = request(addr, "GET", "/api/vhost-limits", ADMIN, None)
+        .await
+        .json();
+    assert_eq!(
+        limits,
+        serde_json::json!([{"vhost": "/", "value": {"max-connections": 1, "max-queues": 1}}])
+    );
+    let (_c, ch) = b.channel().await;
+    let e = within(Connection::connect(
+        &b.url(),
+        ConnectionProperties::default(),
+    ))
+    .await
+    .expect_err("second connection");
+    assert_eq!(code(&e), Some(530));
+    assert!(
+        e.to_string().contains("connection limit (1) is reached"),
+        "{e}"
+    );
+    within(ch.queue_declare(
+        "only".into(),
+        QueueDeclareOptions::default(),
+        FieldTable::default(),
+    ))
+    .await
+    .expect("first queue");
+    let e = within(ch.queue_declare(
+        "second".into(),
+        QueueDeclareOptions::default(),
+        FieldTable::default(),
+    ))
+    .await
+    .expect_err("second queue");
+    assert_eq!(code(&e), Some(406));
+    assert!(
+        e.to_string()
+            .contains("queue limit in vhost '/' (1) is reached"),
+        "{e}"
+    );
+    drop(_c);
+    // Limits survive a restart; deleting one lifts it.
+    let b = b.restart().await;
+    let addr = b.server.http_addr;
+    let limits = request(addr, "GET", "/api/vhost-limits/%2F", ADMIN, None)
+        .await
+        .json();
+    assert_eq!(limits[0]["value"]["max-queues"], 1);
+    let r = request(
+        addr,
+        "DELETE",
+        "/api/vhost-limits/%2F/max-connections",
+        ADMIN,
+        None,
+    )
+    .await;
+    assert_eq!(r.status, 204);
+    let _one = b.connect().await;
+    let _two = b.connect().await;
+    let r = request(
+        addr,
+        "PUT",
+        "/api/vhost-limits/%2F/max-bananas",
+        ADMIN,
+        Some(r#"{"value":1}"#),
+    )
+    .await;
+    assert_eq!(r.status, 400);
+}

@@ -290,6 +290,26 @@ pub(crate) async fn negotiate<R: AsyncRead + Unpin, W: AsyncWrite + Unpin>(
             .with_method(10, 40),
         ));
     }
+    let limit = vhost
+        .limits
+        .max_connections
+        .load(std::sync::atomic::Ordering::Relaxed);
+    if limit >= 0 {
+        let open = broker
+            .connections
+            .list()
+            .iter()
+            .filter(|c| c.vhost == vhost.name)
+            .count();
+        if open as i64 >= limit {
+            return Err(Refused::Close(
+                AmqpError::not_allowed(format!(
+                    "access to vhost '{vhost_name}' refused for user '{user}': connection limit ({limit}) is reached"
+                ))
+                .with_method(10, 40),
+            ));
+        }
+    }
     let info = NewConnection {
         id: broker.next_id(),
         user: user.clone(),

@@ -172,6 +172,12 @@ pub fn router(broker: Arc<Broker>) -> Router {
     Router::new()
         .route("/", get(index))
         .route("/api/overview", get(overview::overview))
+        .route("/api/vhost-limits", get(vhosts::limits_all))
+        .route("/api/vhost-limits/{vhost}", get(vhosts::limits_of))
+        .route(
+            "/api/vhost-limits/{vhost}/{name}",
+            axum::routing::put(vhosts::limit_put).delete(vhosts::limit_delete),
+        )
         .route("/api/vhosts", get(vhosts::list))
         .route(
             "/api/vhosts/{vhost}",

@@ -1,5 +1,7 @@
 //! `/api/vhosts[/{name}]`: list, show, create (PUT) and delete. Deleting a vhost closes its
-//! connections and removes everything in it, as RabbitMQ does. Writes are administrator only.
+//! connections and removes everything in it, as RabbitMQ does. `/api/vhost-limits` sets
+//! `max-connections` and `max-queues` (enforced at connection.open and queue.declare). Writes
+//! are administrator only.
 
 use super::{Administrator, ApiError, AppState, Authenticated};
 use axum::extract::{Path, State};
@@ -55,6 +57,81 @@ pub(crate) async fn delete(
 ) -> Result<StatusCode, ApiError> {
     let mark = b.store.submitted();
     if !b.delete_vhost(&name).await {
+        return Err(ApiError::not_found());
+    }
+    b.store.sync_since(mark).await;
+    Ok(StatusCode::NO_CONTENT)
+}
+
+fn limits_json(v: &crate::vhost::VHost) -> Option<Value> {
+    let m = v.limits.to_json();
+    (!m.is_empty()).then(|| json!({"vhost": v.name, "value": m}))
+}
+
+/// GET /api/vhost-limits: the vhosts that have limits.
+pub(crate) async fn limits_all(State(b): State<AppState>, _: Authenticated) -> Json<Value> {
+    let mut vs = b.vhosts();
+    vs.sort_by(|a, b| a.name.cmp(&b.name));
+    Json(Value::Array(
+        vs.iter().filter_map(|v| limits_json(v)).collect(),
+    ))
+}
+
+/// GET /api/vhost-limits/{vhost}.
+pub(crate) async fn limits_of(
+    State(b): State<AppState>,
+    _: Authenticated,
+    Path(vhost): Path<String>,
+) -> Result<Json<Value>, ApiError> {
+    let v = b.vhost(&vhost).ok_or_else(ApiError::not_found)?;
+    Ok(Json(Value::Array(limits_json(&v).into_iter().collect())))
+}
+
+/// Body of PUT /api/vhost-limits/{vhost}/{name}.
+#[derive(Debug, serde::Deserialize)]
+pub(crate) struct LimitBody {
+    value: Value,
+}
+
+pub(crate) async fn limit_put(
+    State(b): State<AppState>,
+    _: Administrator,
+    Path((vhost, name)): Path<(String, String)>,
+    Json(body): Json<LimitBody>,
+) -> Result<StatusCode, ApiError> {
+    b.vhost(&vhost).ok_or_else(ApiError::not_found)?;
+    let value = match &body.value {
+        Value::Number(n) => n.as_i64(),
+        Value::String(s) => s.trim().parse().ok(),
+        _ => None,
+    }
+    .ok_or_else(|| {
+        ApiError::new(
+            StatusCode::BAD_REQUEST,
+            "bad_request",
+            "value must be an integer",
+        )
+    })?;
+    let mark = b.store.submitted();
+    if !b.set_vhost_limit(&vhost, &name, value) {
+        return Err(ApiError::new(
+            StatusCode::BAD_REQUEST,
+            "bad_request",
+            format!("unknown limit {name} (max-connections, max-queues)"),
+        ));
+    }
+    b.store.sync_since(mark).await;
+    Ok(StatusCode::NO_CONTENT)
+}
+
+pub(crate) async fn limit_delete(
+    State(b): State<AppState>,
+    _: Administrator,
+    Path((vhost, name)): Path<(String, String)>,
+) -> Result<StatusCode, ApiError> {
+    b.vhost(&vhost).ok_or_else(ApiError::not_found)?;
+    let mark = b.store.submitted();
+    if !b.set_vhost_limit(&vhost, &name, -1) {
         return Err(ApiError::not_found());
     }
     b.store.sync_since(mark).await;

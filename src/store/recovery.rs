@@ -3,7 +3,7 @@
 
 use super::schema::{
     self, flags, BINDINGS, DELAYED, DELIVERED, EXCHANGES, EXPIRES, MESSAGES, PERMISSIONS, QUEUES,
-    QUEUE_INDEX, USERS, VHOSTS,
+    QUEUE_INDEX, USERS, VHOSTS, VHOST_LIMITS,
 };
 use super::StoreError;
 use amq_protocol::types::FieldTable;
@@ -114,6 +114,8 @@ pub struct Recovered {
     pub bindings: Vec<RecoveredBinding>,
     /// Delayed messages: (due Unix ms, id, vhost, exchange, message).
     pub delayed: Vec<(u64, u64, String, String, crate::message::Message)>,
+    /// Virtual host limits: (vhost, JSON).
+    pub vhost_limits: Vec<(String, String)>,
     /// Permissions and topic permissions, as stored.
     pub permissions: Vec<RecoveredPermission>,
 }
@@ -129,6 +131,7 @@ fn text(b: &[u8]) -> String {
 /// Creates every table so readers never meet a missing one.
 pub(super) fn create_tables(txn: &WriteTransaction) -> Result<(), StoreError> {
     txn.open_table(VHOSTS).map_err(io)?;
+    txn.open_table(VHOST_LIMITS).map_err(io)?;
     txn.open_table(USERS).map_err(io)?;
     txn.open_table(PERMISSIONS).map_err(io)?;
     txn.open_table(EXCHANGES).map_err(io)?;
@@ -150,6 +153,15 @@ pub(super) fn recover(db: &Database, fresh: bool) -> Result<Recovered, StoreErro
     };
     let orphans = {
         let txn = db.begin_read().map_err(io)?;
+        for e in txn
+            .open_table(VHOST_LIMITS)
+            .map_err(io)?
+            .iter()
+            .map_err(io)?
+        {
+            let (k, v) = e.map_err(io)?;
+            r.vhost_limits.push((k.value().to_owned(), text(v.value())));
+        }
         for e in txn.open_table(VHOSTS).map_err(io)?.iter().map_err(io)? {
             let (k, _) = e.map_err(io)?;
             r.vhosts.push(k.value().to_owned());

@@ -17,6 +17,8 @@ pub const META: TableDefinition<&str, u64> = TableDefinition::new("meta");
 pub const VHOSTS: TableDefinition<&str, ()> = TableDefinition::new("vhosts");
 /// User name → encoded (password, tags).
 pub const USERS: TableDefinition<&str, &[u8]> = TableDefinition::new("users");
+/// vhost -> its limits as JSON (`{"max-connections": 10, "max-queues": 100}`).
+pub const VHOST_LIMITS: TableDefinition<&str, &[u8]> = TableDefinition::new("vhost_limits");
 /// Encoded (user, vhost) → encoded (configure, write, read) patterns.
 pub const PERMISSIONS: TableDefinition<&[u8], &[u8]> = TableDefinition::new("permissions");
 /// Encoded (vhost, name) → encoded exchange.

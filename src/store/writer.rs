@@ -5,7 +5,7 @@
 
 use super::schema::{
     self, BINDINGS, DELAYED, DELIVERED, EXCHANGES, EXPIRES, MESSAGES, PERMISSIONS, QUEUES,
-    QUEUE_INDEX, USERS, VHOSTS,
+    QUEUE_INDEX, USERS, VHOSTS, VHOST_LIMITS,
 };
 use crate::confirm::ConfirmToken;
 use crate::message::Message;
@@ -68,6 +68,11 @@ pub(crate) enum Op {
     },
     PutVhost(String),
     DeleteVhost(String),
+    /// A vhost's limits as JSON (empty: none).
+    PutVhostLimits {
+        vhost: String,
+        json: String,
+    },
     PutUser {
         name: String,
         value: Vec<u8>,
@@ -211,6 +216,7 @@ fn apply(db: &Database, batch: &[Op]) -> Result<(), redb::Error> {
         let mut queues = txn.open_table(QUEUES)?;
         let mut bindings = txn.open_table(BINDINGS)?;
         let mut vhosts = txn.open_table(VHOSTS)?;
+        let mut vhost_limits = txn.open_table(VHOST_LIMITS)?;
         let mut users = txn.open_table(USERS)?;
         let mut permissions = txn.open_table(PERMISSIONS)?;
         let mut delayed = txn.open_table(DELAYED)?;
@@ -282,6 +288,14 @@ fn apply(db: &Database, batch: &[Op]) -> Result<(), redb::Error> {
                 }
                 Op::DeleteVhost(name) => {
                     vhosts.remove(name.as_str())?;
+                    vhost_limits.remove(name.as_str())?;
+                }
+                Op::PutVhostLimits { vhost, json } => {
+                    if json.is_empty() {
+                        vhost_limits.remove(vhost.as_str())?;
+                    } else {
+                        vhost_limits.insert(vhost.as_str(), json.as_bytes())?;
+                    }
                 }
                 Op::PutUser { name, value } => {
                     users.insert(name.as_str(), value.as_slice())?;

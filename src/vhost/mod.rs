@@ -12,7 +12,7 @@ use crate::store::schema::{self, flags};
 use crate::store::{Op, Store};
 use amq_protocol::types::{AMQPValue, FieldTable};
 use dashmap::DashMap;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicI64, AtomicUsize, Ordering};
 use std::sync::Arc;
 
 mod routing;
@@ -65,6 +65,48 @@ pub struct ExchangeOptions {
     pub arguments: FieldTable,
 }
 
+/// RabbitMQ's per-vhost limits; -1 is no limit, 0 allows none.
+#[derive(Debug)]
+pub struct VhostLimits {
+    /// `max-connections`.
+    pub max_connections: AtomicI64,
+    /// `max-queues`.
+    pub max_queues: AtomicI64,
+}
+
+impl Default for VhostLimits {
+    fn default() -> Self {
+        VhostLimits {
+            max_connections: AtomicI64::new(-1),
+            max_queues: AtomicI64::new(-1),
+        }
+    }
+}
+
+impl VhostLimits {
+    /// The limit called `name` in RabbitMQ.
+    pub fn by_name(&self, name: &str) -> Option<&AtomicI64> {
+        match name {
+            "max-connections" => Some(&self.max_connections),
+            "max-queues" => Some(&self.max_queues),
+            _ => None,
+        }
+    }
+
+    /// The limits that are set, as RabbitMQ shows them.
+    pub fn to_json(&self) -> serde_json::Map<String, serde_json::Value> {
+        let mut m = serde_json::Map::new();
+        for name in ["max-connections", "max-queues"] {
+            if let Some(v) = self.by_name(name).map(|a| a.load(Ordering::Relaxed)) {
+                if v >= 0 {
+                    m.insert(name.into(), v.into());
+                }
+            }
+        }
+        m
+    }
+}
+
 /// A virtual host.
 #[derive(Debug)]
 pub struct VHost {
@@ -74,8 +116,10 @@ pub struct VHost {
     queues: DashMap<String, QueueRef>,
     /// Where durable changes are written.
     pub store: Store,
-    /// Most queues it may hold (0: no limit).
+    /// Most queues it may hold (0: no limit), from the node's `max_queues_per_vhost`.
     pub max_queues: AtomicUsize,
+    /// RabbitMQ's vhost limits `max-queues` and `max-connections` (-1: none).
+    pub limits: VhostLimits,
 }
 
 /// Describes an argument value as RabbitMQ's inequivalence errors do.
@@ -114,6 +158,7 @@ impl VHost {
             queues: DashMap::new(),
             store,
             max_queues: AtomicUsize::new(max_queues),
+            limits: VhostLimits::default(),
         };
         for (x, kind, internal) in [
             ("", ExchangeKind::Direct, false),
@@ -599,8 +644,15 @@ impl VHost {
                 "queue name '{name}' contains reserved prefix 'amq.*'"
             )));
         }
-        let max = self.max_queues.load(Ordering::Relaxed);
-        if max != 0 && self.queues.len() >= max {
+        let node_max = self.max_queues.load(Ordering::Relaxed);
+        let vhost_max = self.limits.max_queues.load(Ordering::Relaxed);
+        let max = match (node_max, usize::try_from(vhost_max)) {
+            (0, Ok(v)) => Some(v),
+            (n, Ok(v)) => Some(n.min(v)),
+            (0, Err(_)) => None,
+            (n, Err(_)) => Some(n),
+        };
+        if let Some(max) = max.filter(|m| self.queues.len() >= *m) {
             return Err(AmqpError::precondition_failed(format!(
                 "cannot declare queue '{name}': queue limit in vhost '{}' ({max}) is reached",
                 self.name
