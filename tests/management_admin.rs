@@ -405,3 +405,73 @@ async fn vhost_limits_are_enforced_and_persist() {
     .await;
     assert_eq!(r.status, 400);
 }
+
+#[tokio::test]
+async fn queues_and_the_overview_report_message_stats() {
+    let b = start().await;
+    let addr = b.server.http_addr;
+    let (_c, ch) = b.channel().await;
+    within(ch.queue_declare(
+        "counted".into(),
+        QueueDeclareOptions::default(),
+        FieldTable::default(),
+    ))
+    .await
+    .expect("declare");
+    for _ in 0..3 {
+        within(ch.basic_publish(
+            "".into(),
+            "counted".into(),
+            BasicPublishOptions::default(),
+            b"m",
+            lapin::BasicProperties::default(),
+        ))
+        .await
+        .expect("publish");
+    }
+    let got = within(ch.basic_get("counted".into(), BasicGetOptions { no_ack: true }))
+        .await
+        .expect("get")
+        .expect("a message");
+    drop(got);
+    let mut consumer = within(ch.basic_consume(
+        "counted".into(),
+        "c".into(),
+        BasicConsumeOptions::default(),
+        FieldTable::default(),
+    ))
+    .await
+    .expect("consume");
+    for _ in 0..2 {
+        let d = within(consumer.next())
+            .await
+            .expect("open")
+            .expect("delivery");
+        within(d.ack(BasicAckOptions::default()))
+            .await
+            .expect("ack");
+    }
+    let q = within(async {
+        loop {
+            let q = request(addr, "GET", "/api/queues/%2F/counted", ADMIN, None)
+                .await
+                .json();
+            if q["message_stats"]["ack"] == 2 {
+                return q;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        }
+    })
+    .await;
+    let s = &q["message_stats"];
+    assert_eq!(s["publish"], 3);
+    assert_eq!(s["get_no_ack"], 1);
+    assert_eq!(s["deliver"], 2);
+    assert_eq!(s["deliver_get"], 3);
+    assert!(s["publish_details"]["rate"].is_number());
+    let overview = request(addr, "GET", "/api/overview", ADMIN, None)
+        .await
+        .json();
+    assert_eq!(overview["message_stats"]["publish"], 3);
+    assert_eq!(overview["message_stats"]["ack"], 2);
+}

@@ -38,7 +38,23 @@ async fn describe(q: &QueueRef) -> Value {
         "messages_unacknowledged": info.messages_unacknowledged,
         "message_bytes_ready": info.message_bytes_ready,
         "consumers": info.consumers,
+        "message_stats": message_stats_json(&info.message_stats),
     })
+}
+
+/// RabbitMQ's `message_stats`: each total with a `*_details.rate`, plus `deliver_get`.
+pub(crate) fn message_stats_json(s: &crate::queue::stats::MessageStats) -> Value {
+    let mut m = serde_json::Map::new();
+    for (i, name) in crate::queue::stats::NAMES.iter().enumerate() {
+        m.insert((*name).into(), json!(s.counts[i]));
+        m.insert(format!("{name}_details"), json!({"rate": s.rates[i]}));
+    }
+    // deliver_get sums deliver, deliver_no_ack, get and get_no_ack (indices 1 to 4).
+    let total: u64 = s.counts[1..=4].iter().sum();
+    let rate: f64 = s.rates[1..=4].iter().sum();
+    m.insert("deliver_get".into(), json!(total));
+    m.insert("deliver_get_details".into(), json!({"rate": rate}));
+    Value::Object(m)
 }
 
 /// A field table as JSON.

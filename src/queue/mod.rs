@@ -7,6 +7,7 @@ pub mod args;
 pub mod consumer;
 pub mod deadletter;
 mod ready;
+pub mod stats;
 
 use crate::confirm::ConfirmToken;
 use crate::error::{AmqpError, AmqpResult};
@@ -74,6 +75,8 @@ pub struct QueueInfo {
     pub consumers: u32,
     /// Body bytes of the ready messages.
     pub message_bytes_ready: u64,
+    /// Message counters and rates.
+    pub message_stats: stats::MessageStats,
 }
 
 /// A consumer as the management API shows it.

@@ -7,6 +7,7 @@
 use super::consumer::{ConsumerEvent, ConsumerSpec, Delivery, PENDING_WINDOW};
 use super::deadletter::Reason;
 use super::ready::{Ready, ReadyList};
+use super::stats::{Counter, Stats};
 use super::{GetResult, QueueCmd, QueueRef};
 use crate::confirm::ConfirmToken;
 use crate::error::AmqpError;
@@ -89,6 +90,8 @@ struct QueueActor {
     unacked: HashMap<u64, Unacked>,
     next_seq: u64,
     consumers: Vec<Consumer>,
+    /// Message counters for the management API.
+    stats: Stats,
     next_consumer: usize,
     had_consumers: bool,
     stopped: bool,
@@ -138,6 +141,7 @@ pub(super) fn start(
         unacked: HashMap::new(),
         next_seq,
         consumers: Vec::new(),
+        stats: Stats::default(),
         next_consumer: 0,
         had_consumers: false,
         stopped: false,
@@ -274,6 +278,7 @@ impl QueueActor {
                 } else if let Some(t) = token {
                     t.complete(true);
                 }
+                self.stats.add(Counter::Publish, 1);
                 let priority = self.ready.level_of(msg.priority);
                 self.ready.insert(Ready {
                     seq,
@@ -295,6 +300,7 @@ impl QueueActor {
                 let mut stored = Vec::new();
                 for seq in seqs {
                     if let Some(u) = self.settle(seq) {
+                        self.stats.add(Counter::Ack, 1);
                         if self.shared.persists(&u.msg) {
                             stored.push(seq);
                         }
@@ -331,6 +337,15 @@ impl QueueActor {
                 self.expire_head();
                 let got = self.take_head().map(|(seq, msg, redelivered, returns)| {
                     self.note_delivered(seq, &msg);
+                    self.stats.add(
+                        if no_ack {
+                            Counter::GetNoAck
+                        } else {
+                            Counter::Get
+                        },
+                        1,
+                    );
+                    self.stats.add(Counter::Redeliver, u64::from(redelivered));
                     if no_ack {
                         if self.shared.persists(&msg) {
                             self.forget_stored(vec![seq]);
@@ -408,6 +423,7 @@ impl QueueActor {
                     messages_unacknowledged: self.unacked.len() as u32,
                     consumers: self.consumers.len() as u32,
                     message_bytes_ready: self.ready.bytes(),
+                    message_stats: self.stats.snapshot(),
                 });
             }
             QueueCmd::Consumers(reply) => {
@@ -625,7 +641,17 @@ impl QueueActor {
                 return;
             };
             self.note_delivered(seq, &msg);
-            let consumed = self.consumers[idx].spec.no_ack && self.shared.persists(&msg);
+            let no_ack = self.consumers[idx].spec.no_ack;
+            self.stats.add(
+                if no_ack {
+                    Counter::DeliverNoAck
+                } else {
+                    Counter::Deliver
+                },
+                1,
+            );
+            self.stats.add(Counter::Redeliver, u64::from(redelivered));
+            let consumed = no_ack && self.shared.persists(&msg);
             let sent = self.as_delivered(msg.clone(), returns);
             let c = &mut self.consumers[idx];
             if !c.spec.no_ack {
