@@ -104,6 +104,10 @@ pub(crate) async fn run<R, W>(
         heartbeat
     });
     let mut events = Vec::with_capacity(256);
+    // Registered once, not per loop turn: a forced close from the management API.
+    let info = registration.info.clone();
+    let kill = info.kill.notified();
+    tokio::pin!(kill);
     // Frames a client pipelined behind connection.open arrived with the handshake.
     if !rbuf.is_empty() {
         c.on_bytes(&mut rbuf).await;
@@ -123,7 +127,7 @@ pub(crate) async fn run<R, W>(
                     "broker forced connection closure with reason 'shutdown'",
                 ));
             }
-            _ = registration.info.kill.notified(), if c.closing.is_none() => {
+            _ = &mut kill, if c.closing.is_none() => {
                 let reason = registration.info.close_reason().unwrap_or_default();
                 c.close_connection(AmqpError::new(code::CONNECTION_FORCED, reason));
             }
