@@ -110,13 +110,15 @@ impl Server {
         let metrics_addr = metrics_listener.local_addr()?;
         let (shutdown, rx) = watch::channel(false);
         let api = http::router(broker.clone());
+        let header = std::time::Duration::from_secs(cfg.handshake_timeout.max(1));
         let prometheus = metrics::router(broker.clone());
         let mut tasks = vec![
-            tokio::spawn(http::serve(http_listener, api.clone(), rx.clone())),
+            tokio::spawn(http::serve(http_listener, api.clone(), rx.clone(), header)),
             tokio::spawn(http::serve(
                 metrics_listener,
                 prometheus.clone(),
                 rx.clone(),
+                header,
             )),
             tokio::spawn(amqp::serve(listener, broker.clone(), rx.clone(), None)),
         ];
@@ -134,12 +136,14 @@ impl Server {
                 let l = tokio::net::TcpListener::bind(addr).await?;
                 https_addr = Some(l.local_addr()?);
                 let (rx, a) = (rx.clone(), acceptor.clone());
-                tasks.push(tokio::spawn(http::serve_tls(l, api, rx, a)));
+                tasks.push(tokio::spawn(http::serve_tls(l, api, rx, a, header)));
             }
             if let Some(addr) = cfg.metrics_https_listen {
                 let l = tokio::net::TcpListener::bind(addr).await?;
                 metrics_https_addr = Some(l.local_addr()?);
-                tasks.push(tokio::spawn(http::serve_tls(l, prometheus, rx, acceptor)));
+                tasks.push(tokio::spawn(http::serve_tls(
+                    l, prometheus, rx, acceptor, header,
+                )));
             }
         }
         let bound = [

@@ -269,3 +269,37 @@ async fn an_http_request_on_the_amqp_port_gets_the_amqp_header_and_a_close() {
     assert!(r.closed_by_peer().await);
     still_serving(&b).await;
 }
+
+#[tokio::test]
+async fn half_open_http_requests_are_dropped_after_the_handshake_timeout() {
+    let b = start_with(|c| c.handshake_timeout = 1).await;
+    for addr in [b.server.http_addr, b.server.metrics_addr] {
+        let mut s = TcpStream::connect(addr).await.expect("connect");
+        s.write_all(b"GET /api/overview HTTP/1.1\r\nHost: localhost\r\n")
+            .await
+            .expect("partial request");
+        let mut sink = [0u8; 1024];
+        let closed = tokio::time::timeout(Duration::from_secs(10), async {
+            loop {
+                match s.read(&mut sink).await {
+                    Ok(0) | Err(_) => return,
+                    Ok(_) => continue,
+                }
+            }
+        })
+        .await;
+        assert!(
+            closed.is_ok(),
+            "a half-sent request was kept open on {addr}"
+        );
+    }
+    let r = common::http::request(
+        b.server.http_addr,
+        "GET",
+        "/api/overview",
+        Some(("guest", "guest")),
+        None,
+    )
+    .await;
+    assert_eq!(r.status, 200);
+}

@@ -26,6 +26,7 @@ use axum::response::{Html, IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
 use std::sync::Arc;
+use std::time::Duration;
 use tokio::net::TcpListener;
 use tokio::sync::watch;
 
@@ -297,25 +298,35 @@ pub fn router(broker: Arc<Broker>) -> Router {
 }
 
 /// Serves a router (the API's or the metrics') over plain HTTP until shutdown.
-pub async fn serve(listener: TcpListener, app: Router, mut shutdown: watch::Receiver<bool>) {
-    let stop = async move {
-        let _ = shutdown.changed().await;
-    };
-    if let Err(e) = axum::serve(listener, app)
-        .with_graceful_shutdown(stop)
-        .await
-    {
-        tracing::error!(error = %e, "management API stopped");
-    }
+pub async fn serve(
+    listener: TcpListener,
+    app: Router,
+    shutdown: watch::Receiver<bool>,
+    header_timeout: Duration,
+) {
+    serve_with(listener, app, shutdown, None, header_timeout).await
 }
 
-/// Serves a router over TLS until shutdown: each connection completes its TLS handshake within
-/// ten seconds, then is served by hyper with the same router.
+/// Serves a router over TLS until shutdown.
 pub async fn serve_tls(
     listener: TcpListener,
     app: Router,
-    mut shutdown: watch::Receiver<bool>,
+    shutdown: watch::Receiver<bool>,
     acceptor: tokio_rustls::TlsAcceptor,
+    header_timeout: Duration,
+) {
+    serve_with(listener, app, shutdown, Some(acceptor), header_timeout).await
+}
+
+/// The accept loop: each connection gets `header_timeout` for its TLS handshake and for each
+/// request's headers (an idle keep-alive connection included), so half-open sockets do not pile
+/// up on the HTTP ports any more than on the AMQP one.
+async fn serve_with(
+    listener: TcpListener,
+    app: Router,
+    mut shutdown: watch::Receiver<bool>,
+    tls: Option<tokio_rustls::TlsAcceptor>,
+    header_timeout: Duration,
 ) {
     let mut conns = tokio::task::JoinSet::new();
     loop {
@@ -323,27 +334,38 @@ pub async fn serve_tls(
             _ = shutdown.changed() => break,
             accepted = listener.accept() => {
                 let Ok((socket, peer)) = accepted else {
-                    tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+                    tokio::time::sleep(Duration::from_millis(50)).await;
                     continue;
                 };
-                let (acceptor, app) = (acceptor.clone(), app.clone());
+                let (tls, app) = (tls.clone(), app.clone());
                 conns.spawn(async move {
-                    let limit = std::time::Duration::from_secs(10);
-                    let stream = match tokio::time::timeout(limit, acceptor.accept(socket)).await {
-                        Ok(Ok(s)) => s,
-                        Ok(Err(e)) => {
-                            tracing::debug!(%peer, error = %e, "HTTPS handshake failed");
-                            return;
+                    match tls {
+                        None => serve_connection(socket, app, header_timeout).await,
+                        Some(acceptor) => {
+                            match tokio::time::timeout(header_timeout, acceptor.accept(socket)).await {
+                                Ok(Ok(s)) => serve_connection(s, app, header_timeout).await,
+                                Ok(Err(e)) => {
+                                    tracing::debug!(%peer, error = %e, "HTTPS handshake failed")
+                                }
+                                Err(_) => {}
+                            }
                         }
-                        Err(_) => return,
-                    };
-                    let service = hyper_util::service::TowerToHyperService::new(app);
-                    let _ = hyper::server::conn::http1::Builder::new()
-                        .serve_connection(hyper_util::rt::TokioIo::new(stream), service)
-                        .await;
+                    }
                 });
             }
             Some(_) = conns.join_next(), if !conns.is_empty() => {}
         }
     }
+}
+
+async fn serve_connection<S>(stream: S, app: Router, header_timeout: Duration)
+where
+    S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
+{
+    let service = hyper_util::service::TowerToHyperService::new(app);
+    let _ = hyper::server::conn::http1::Builder::new()
+        .timer(hyper_util::rt::TokioTimer::new())
+        .header_read_timeout(header_timeout)
+        .serve_connection(hyper_util::rt::TokioIo::new(stream), service)
+        .await;
 }
