@@ -5,14 +5,23 @@ use crate::auth::User;
 use crate::config::Config;
 use crate::exchange::Destination;
 use crate::permissions::{Access, Permission, Permissions, TopicPermission};
+use crate::policy::Policy;
 use crate::queue::QueueShared;
 use crate::store::schema;
 use crate::store::RecoveredPermission;
 use crate::store::{Op, Recovered, Store, StoreError};
+use crate::vhost::policies::{component, parameter_key};
 use crate::vhost::VHost;
 use dashmap::DashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
+
+/// The runtime-parameter component of global parameters.
+const GLOBAL: &str = "global";
+/// The global parameter naming the cluster.
+const CLUSTER_NAME: &str = "cluster_name";
+/// The global parameter identifying the cluster.
+const CLUSTER_ID: &str = "internal_cluster_id";
 
 /// Shared broker state.
 #[derive(Debug)]
@@ -32,6 +41,7 @@ pub struct Broker {
     pub listeners: std::sync::OnceLock<Vec<(&'static str, std::net::SocketAddr)>>,
     /// Who may do what where (change through the `*_permission` methods, which persist).
     pub permissions: Permissions,
+    global_parameters: DashMap<String, serde_json::Value>,
 }
 
 impl Broker {
@@ -48,6 +58,7 @@ impl Broker {
             connections: Arc::default(),
             permissions: Permissions::default(),
             listeners: std::sync::OnceLock::new(),
+            global_parameters: DashMap::new(),
             store,
             config,
         });
@@ -128,6 +139,18 @@ impl Broker {
                     self.set_permission(&v.name, &u.name, Permission::full());
                 }
             }
+        }
+        for (component, vhost, name, json) in std::mem::take(&mut r.parameters) {
+            self.restore_parameter(&component, &vhost, &name, &json);
+        }
+        if !self.global_parameters.contains_key(CLUSTER_ID) {
+            use base64::Engine;
+            let id =
+                base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(rand::random::<[u8; 16]>());
+            self.put_global_parameter(CLUSTER_ID, format!("rabbitmq-cluster-id-{id}").into());
+        }
+        for v in self.vhosts() {
+            v.apply_exchange_policies();
         }
         for x in r.exchanges {
             if let Some(v) = self.vhost(&x.vhost) {
@@ -218,6 +241,13 @@ impl Broker {
         for x in v.exchanges() {
             if !x.name.is_empty() && !x.name.starts_with("amq.") {
                 let _ = v.exchange_delete(&x.name, false);
+            }
+        }
+        for operator in [false, true] {
+            for p in v.policies.list(operator) {
+                self.store.submit(Op::DeleteParameter {
+                    key: parameter_key(component(operator), name, &p.name),
+                });
             }
         }
         for (vhost, user, _) in self.permissions.list() {
@@ -323,6 +353,78 @@ impl Broker {
             });
         }
         !gone.is_empty()
+    }
+
+    /// A runtime parameter read from the store: a policy, an operator policy or a global one.
+    fn restore_parameter(&self, component: &str, vhost: &str, name: &str, json: &str) {
+        let Ok(value) = serde_json::from_str::<serde_json::Value>(json) else {
+            tracing::warn!(
+                component,
+                vhost,
+                name,
+                "stored parameter is not JSON; skipped"
+            );
+            return;
+        };
+        match component {
+            GLOBAL => {
+                self.global_parameters.insert(name.to_owned(), value);
+            }
+            "policy" | "operator_policy" => {
+                let operator = component == "operator_policy";
+                match (
+                    self.vhost(vhost),
+                    Policy::from_json(vhost, name, &value, operator),
+                ) {
+                    (Some(v), Ok(p)) => v.restore_policy(p, operator),
+                    (_, Err(e)) => tracing::warn!(vhost, name, error = %e, "stored policy skipped"),
+                    (None, _) => {}
+                }
+            }
+            _ => tracing::warn!(component, "unknown runtime parameter component; skipped"),
+        }
+    }
+
+    /// Global runtime parameters by name (`internal_cluster_id` among them, made at first
+    /// boot as RabbitMQ does).
+    pub fn global_parameters(&self) -> Vec<(String, serde_json::Value)> {
+        let mut out: Vec<(String, serde_json::Value)> = self
+            .global_parameters
+            .iter()
+            .map(|e| (e.key().clone(), e.value().clone()))
+            .collect();
+        out.sort_by(|a, b| a.0.cmp(&b.0));
+        out
+    }
+
+    /// Sets a global parameter (persisted); true when it is new.
+    pub fn put_global_parameter(&self, name: &str, value: serde_json::Value) -> bool {
+        self.store.submit(Op::PutParameter {
+            key: parameter_key(GLOBAL, "", name),
+            value: value.to_string().into_bytes(),
+        });
+        self.global_parameters
+            .insert(name.to_owned(), value)
+            .is_none()
+    }
+
+    /// Clears a global parameter; false when it is not set.
+    pub fn delete_global_parameter(&self, name: &str) -> bool {
+        if self.global_parameters.remove(name).is_none() {
+            return false;
+        }
+        self.store.submit(Op::DeleteParameter {
+            key: parameter_key(GLOBAL, "", name),
+        });
+        true
+    }
+
+    /// The cluster name: the `cluster_name` global parameter, else the configured one.
+    pub fn cluster_name(&self) -> String {
+        self.global_parameters
+            .get(CLUSTER_NAME)
+            .and_then(|v| v.as_str().map(str::to_owned))
+            .unwrap_or_else(|| self.config.cluster_name.clone())
     }
 
     fn restore_permission(&self, p: RecoveredPermission) {

@@ -19,6 +19,7 @@ pub mod json;
 pub mod message;
 pub mod metrics;
 pub mod permissions;
+pub mod policy;
 pub mod queue;
 pub mod store;
 pub mod tls;

@@ -239,6 +239,8 @@ pub struct Exchange {
     pub alternate: Option<String>,
     /// An `x-delayed-message` exchange (routing like `kind` once a message's `x-delay` is over).
     pub delayed: bool,
+    /// The policy in force, if any.
+    policy: RwLock<Option<Arc<crate::policy::Policy>>>,
     bindings: RwLock<Bindings>,
     /// Set when the exchange is deleted, so cached handles notice.
     deleted: AtomicBool,
@@ -273,6 +275,7 @@ impl Exchange {
             arguments,
             alternate,
             delayed: false,
+            policy: RwLock::new(None),
             bindings: RwLock::new(Bindings {
                 all: Vec::new(),
                 matcher,
@@ -294,6 +297,33 @@ impl Exchange {
         } else {
             self.kind.as_str()
         }
+    }
+
+    /// The policy in force, if any.
+    pub fn policy(&self) -> Option<Arc<crate::policy::Policy>> {
+        match self.policy.read() {
+            Ok(p) => p.clone(),
+            Err(poisoned) => poisoned.into_inner().clone(),
+        }
+    }
+
+    /// Puts a policy in force (or none).
+    pub fn set_policy(&self, p: Option<Arc<crate::policy::Policy>>) {
+        match self.policy.write() {
+            Ok(mut slot) => *slot = p,
+            Err(poisoned) => *poisoned.into_inner() = p,
+        }
+    }
+
+    /// Where unroutable messages go: the `alternate-exchange` argument, else the policy's.
+    pub fn alternate_exchange(&self) -> Option<String> {
+        self.alternate.clone().or_else(|| {
+            self.policy()?
+                .definition
+                .get("alternate-exchange")?
+                .as_str()
+                .map(str::to_owned)
+        })
     }
 
     /// Marks the exchange deleted.

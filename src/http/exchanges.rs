@@ -26,7 +26,7 @@ pub(crate) fn url_name(name: &str) -> &str {
 }
 
 fn describe(v: &VHost, x: &Exchange) -> Value {
-    json!({
+    let mut out = json!({
         "name": x.name,
         "vhost": v.name,
         "type": x.type_name(),
@@ -34,7 +34,11 @@ fn describe(v: &VHost, x: &Exchange) -> Value {
         "auto_delete": x.auto_delete,
         "internal": x.internal,
         "arguments": table_json(&x.arguments),
-    })
+    });
+    if let Some(p) = x.policy() {
+        out["policy"] = p.name.clone().into();
+    }
+    out
 }
 
 fn exchanges_of(v: &VHost) -> Vec<Value> {

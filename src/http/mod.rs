@@ -13,6 +13,7 @@ mod lenient;
 mod listing;
 mod overview;
 mod permissions;
+mod policies;
 mod queues;
 mod users;
 mod vhosts;
@@ -69,6 +70,16 @@ impl ApiError {
     fn unauthorized(reason: &str) -> Self {
         Self::new(StatusCode::UNAUTHORIZED, "not_authorized", reason)
     }
+
+    /// 401 for a user whose tags lack the right (RabbitMQ spells this one `not_authorised`).
+    pub(crate) fn not_authorised(reason: &str) -> Self {
+        Self::new(StatusCode::UNAUTHORIZED, "not_authorised", reason)
+    }
+
+    /// 401 for an object the user may not touch.
+    pub(crate) fn not_permitted() -> Self {
+        Self::not_authorised("User not authorised to access object")
+    }
 }
 
 impl IntoResponse for ApiError {
@@ -112,7 +123,7 @@ impl FromRequestParts<AppState> for Authenticated {
             .ok_or_else(|| ApiError::unauthorized("Not_Authorized"))?;
         let allowed = ["management", "administrator", "monitoring", "policymaker"];
         if !user.tags.iter().any(|t| allowed.contains(&t.as_str())) {
-            return Err(ApiError::unauthorized("Not management user"));
+            return Err(ApiError::not_authorised("Not management user"));
         }
         Ok(Authenticated(user))
     }
@@ -127,9 +138,36 @@ impl FromRequestParts<AppState> for Administrator {
     async fn from_request_parts(parts: &mut Parts, broker: &AppState) -> Result<Self, ApiError> {
         let Authenticated(user) = Authenticated::from_request_parts(parts, broker).await?;
         if !user.tags.iter().any(|t| t == "administrator") {
-            return Err(ApiError::unauthorized("Not administrator user"));
+            return Err(ApiError::not_authorised("Not administrator user"));
         }
         Ok(Administrator)
+    }
+}
+
+/// An authenticated user with the `policymaker` or `administrator` tag.
+pub(crate) struct Policymaker(pub User);
+
+impl Policymaker {
+    /// Administrators see every vhost; others those they have permissions in.
+    pub(crate) fn may_use(&self, b: &Broker, vhost: &str) -> bool {
+        self.0.tags.iter().any(|t| t == "administrator")
+            || b.permissions.get(vhost, &self.0.name).is_some()
+    }
+}
+
+impl FromRequestParts<AppState> for Policymaker {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, broker: &AppState) -> Result<Self, ApiError> {
+        let Authenticated(user) = Authenticated::from_request_parts(parts, broker).await?;
+        if !user
+            .tags
+            .iter()
+            .any(|t| t == "administrator" || t == "policymaker")
+        {
+            return Err(ApiError::not_permitted());
+        }
+        Ok(Policymaker(user))
     }
 }
 
@@ -242,6 +280,47 @@ pub fn router(broker: Arc<Broker>) -> Router {
         .route(
             "/api/vhosts/{vhost}/permissions",
             get(permissions::of_vhost),
+        )
+        .route("/api/policies", get(policies::list))
+        .route("/api/policies/{vhost}", get(policies::list_vhost))
+        .route(
+            "/api/policies/{vhost}/{name}",
+            get(policies::show)
+                .put(policies::put)
+                .delete(policies::delete),
+        )
+        .route("/api/operator-policies", get(policies::operator_list))
+        .route(
+            "/api/operator-policies/{vhost}",
+            get(policies::operator_list_vhost),
+        )
+        .route(
+            "/api/operator-policies/{vhost}/{name}",
+            get(policies::operator_show)
+                .put(policies::operator_put)
+                .delete(policies::operator_delete),
+        )
+        .route("/api/parameters", get(policies::parameters))
+        .route(
+            "/api/parameters/{component}",
+            get(policies::parameters_component),
+        )
+        .route(
+            "/api/parameters/{component}/{vhost}",
+            get(policies::parameters_vhost),
+        )
+        .route(
+            "/api/parameters/{component}/{vhost}/{name}",
+            get(policies::parameter_show)
+                .put(policies::parameter_put)
+                .delete(policies::parameter_delete),
+        )
+        .route("/api/global-parameters", get(policies::globals))
+        .route(
+            "/api/global-parameters/{name}",
+            get(policies::global_show)
+                .put(policies::global_put)
+                .delete(policies::global_delete),
         )
         .route("/api/users", get(users::list))
         .route(

@@ -33,7 +33,7 @@ pub(crate) async fn overview(State(b): State<AppState>, _: Authenticated) -> Jso
         "product_version": env!("CARGO_PKG_VERSION"),
         "rabbitmq_version": RABBITMQ_VERSION,
         "management_version": RABBITMQ_VERSION,
-        "cluster_name": b.config.cluster_name,
+        "cluster_name": b.cluster_name(),
         "node": node,
         "exchange_types": [
             {"name": "direct", "description": "AMQP direct exchange, as per the AMQP specification", "enabled": true},

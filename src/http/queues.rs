@@ -24,7 +24,11 @@ const HTTP_CONNECTION: u64 = 0;
 async fn describe(q: &QueueRef) -> Value {
     let info = q.info().await.unwrap_or_default();
     let arguments = table_json(&q.arguments);
+    let applied = q.applied();
     json!({
+        "policy": applied.policy.as_ref().map(|p| p.name.as_str()),
+        "operator_policy": applied.operator_policy.as_ref().map(|p| p.name.as_str()),
+        "effective_policy_definition": applied.definition,
         "name": q.name,
         "vhost": q.vhost,
         "durable": q.durable,

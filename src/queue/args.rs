@@ -164,6 +164,49 @@ impl QueueArgs {
         })
     }
 
+    /// These declared arguments combined with a policy definition as RabbitMQ combines them:
+    /// the lower value wins for the numeric limits, the argument wins for the dead-letter keys
+    /// and `overflow`. `arguments` tells which keys were declared (defaults are not).
+    pub fn with_policy(
+        &self,
+        arguments: &FieldTable,
+        def: &serde_json::Map<String, serde_json::Value>,
+    ) -> QueueArgs {
+        let declared = |k: &str| arguments.inner().contains_key(k);
+        let num = |k: &str| def.get(k).and_then(serde_json::Value::as_u64);
+        let text = |k: &str| def.get(k).and_then(|v| v.as_str()).map(str::to_owned);
+        let low = |mine: Option<u64>, k: &str| match (mine, num(k)) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
+        let mut out = self.clone();
+        out.message_ttl = low(self.message_ttl, "message-ttl");
+        out.max_length = low(self.max_length, "max-length");
+        out.max_length_bytes = low(self.max_length_bytes, "max-length-bytes");
+        out.expires = low(self.expires, "expires").filter(|e| *e > 0);
+        out.consumer_timeout = low(self.consumer_timeout, "consumer-timeout");
+        let explicit_limit = if declared("x-delivery-limit") {
+            self.delivery_limit
+        } else {
+            None
+        };
+        out.delivery_limit = low(explicit_limit, "delivery-limit").or(self.quorum.then_some(20));
+        if !declared("x-dead-letter-exchange") {
+            out.dead_letter_exchange = text("dead-letter-exchange");
+        }
+        if !declared("x-dead-letter-routing-key") {
+            out.dead_letter_routing_key = text("dead-letter-routing-key");
+        }
+        if !declared("x-overflow") {
+            out.overflow = match def.get("overflow").and_then(|v| v.as_str()) {
+                Some("reject-publish") => Overflow::RejectPublish,
+                Some("reject-publish-dlx") => Overflow::RejectPublishDlx,
+                _ => Overflow::DropHead,
+            };
+        }
+        out
+    }
+
     /// Whether a publish to this queue can be refused (so confirms must wait for the queue).
     pub fn may_reject(&self) -> bool {
         self.overflow != Overflow::DropHead
@@ -238,6 +281,44 @@ mod tests {
         ] {
             assert_eq!(QueueArgs::parse(&bad, q).expect_err("invalid").code, 406);
         }
+    }
+
+    #[test]
+    fn policy_combines_as_rabbitmq() {
+        let declared = table(&[
+            ("x-max-length", AMQPValue::LongInt(10)),
+            (
+                "x-dead-letter-exchange",
+                AMQPValue::LongString("mine".into()),
+            ),
+        ]);
+        let a = QueueArgs::parse(&declared, "q").expect("valid");
+        let def = serde_json::json!({
+            "max-length": 5, "message-ttl": 100, "dead-letter-exchange": "theirs",
+            "dead-letter-routing-key": "rk", "overflow": "reject-publish"
+        });
+        let def = def.as_object().expect("object");
+        let e = a.with_policy(&declared, def);
+        assert_eq!(e.max_length, Some(5));
+        assert_eq!(e.message_ttl, Some(100));
+        assert_eq!(e.dead_letter_exchange.as_deref(), Some("mine"));
+        assert_eq!(e.dead_letter_routing_key.as_deref(), Some("rk"));
+        assert_eq!(e.overflow, Overflow::RejectPublish);
+        let looser = serde_json::json!({"max-length": 50});
+        let e = a.with_policy(&declared, looser.as_object().expect("object"));
+        assert_eq!(e.max_length, Some(10));
+        let quorum = table(&[("x-queue-type", AMQPValue::LongString("quorum".into()))]);
+        let q = QueueArgs::parse(&quorum, "q").expect("valid");
+        let more = serde_json::json!({"delivery-limit": 50});
+        assert_eq!(
+            q.with_policy(&quorum, more.as_object().expect("object"))
+                .delivery_limit,
+            Some(50)
+        );
+        assert_eq!(
+            q.with_policy(&quorum, &Default::default()).delivery_limit,
+            Some(20)
+        );
     }
 
     #[test]

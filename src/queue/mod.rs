@@ -12,6 +12,7 @@ pub mod stats;
 use crate::confirm::ConfirmToken;
 use crate::error::{AmqpError, AmqpResult};
 use crate::message::Message;
+use crate::policy::Applied;
 use crate::store::schema::{self, flags};
 use crate::store::{Op, RecoveredQueue};
 use crate::vhost::VHost;
@@ -41,8 +42,12 @@ pub struct QueueShared {
     pub auto_delete: bool,
     /// Declare arguments.
     pub arguments: FieldTable,
-    /// The arguments it acts on, parsed.
+    /// The declared arguments, parsed (what applies is [`QueueShared::applied`]).
     pub args: args::QueueArgs,
+    /// The policies in force and the arguments the queue acts on.
+    applied: std::sync::RwLock<Arc<Applied>>,
+    /// The effective arguments can refuse a publish (a length limit with reject-publish).
+    may_reject: std::sync::atomic::AtomicBool,
     /// Id of its messages in the store; None for queues that do not survive a restart
     /// (non-durable or exclusive), whose messages are never written.
     pub store_id: Option<u64>,
@@ -122,13 +127,14 @@ pub(crate) enum QueueCmd {
     Consumers(oneshot::Sender<Vec<ConsumerSummary>>),
     Flush(oneshot::Sender<()>),
     Touch,
+    Policy(Arc<args::QueueArgs>),
     Shutdown,
     Kick,
 }
 
 impl QueueShared {
-    /// Creates the queue and starts its task; a durable, non-exclusive queue is written to the
-    /// store.
+    /// Creates the queue and starts its task, under the vhost's policies; a durable,
+    /// non-exclusive queue is written to the store.
     pub fn spawn(
         name: String,
         vhost: &Arc<VHost>,
@@ -138,6 +144,7 @@ impl QueueShared {
         arguments: FieldTable,
         args: args::QueueArgs,
     ) -> QueueRef {
+        let applied = vhost.policies.for_queue(&name, &args, &arguments);
         let store_id =
             (durable && exclusive_owner.is_none()).then(|| vhost.store.allocate_queue_id());
         if let Some(id) = store_id {
@@ -164,6 +171,8 @@ impl QueueShared {
             auto_delete,
             arguments,
             args,
+            may_reject: applied.args.may_reject().into(),
+            applied: std::sync::RwLock::new(Arc::new(applied)),
             store_id,
             tx,
             deleted: Default::default(),
@@ -177,6 +186,7 @@ impl QueueShared {
     pub fn recover(vhost: &Arc<VHost>, r: RecoveredQueue) -> QueueRef {
         let (tx, rx) = mpsc::channel(MAILBOX);
         let args = args::QueueArgs::parse(&r.arguments, &r.name).unwrap_or_default();
+        let applied = vhost.policies.for_queue(&r.name, &args, &r.arguments);
         let q = Arc::new(QueueShared {
             name: r.name,
             vhost: vhost.name.clone(),
@@ -184,6 +194,8 @@ impl QueueShared {
             exclusive_owner: None,
             auto_delete: r.flags & flags::AUTO_DELETE != 0,
             args,
+            may_reject: applied.args.may_reject().into(),
+            applied: std::sync::RwLock::new(Arc::new(applied)),
             arguments: r.arguments,
             store_id: Some(r.id),
             tx,
@@ -191,6 +203,27 @@ impl QueueShared {
         });
         actor::start(q.clone(), vhost, rx, r.messages, r.delivered);
         q
+    }
+
+    /// The policies in force and the effective arguments.
+    pub fn applied(&self) -> Arc<Applied> {
+        match self.applied.read() {
+            Ok(a) => a.clone(),
+            Err(poisoned) => poisoned.into_inner().clone(),
+        }
+    }
+
+    /// Puts new policies in force (after a policy change); the queue task re-checks its
+    /// limits at once.
+    pub async fn set_applied(&self, applied: Applied) {
+        let args = applied.args.clone();
+        self.may_reject
+            .store(args.may_reject(), std::sync::atomic::Ordering::Relaxed);
+        match self.applied.write() {
+            Ok(mut a) => *a = Arc::new(applied),
+            Err(poisoned) => *poisoned.into_inner() = Arc::new(applied),
+        }
+        self.send(QueueCmd::Policy(args)).await;
     }
 
     /// Marks the queue deleted.
@@ -231,7 +264,7 @@ impl QueueShared {
     /// Whether a confirm for a publish to this queue must wait for the queue (stored, or
     /// possibly refused by a length limit).
     pub fn confirms_later(&self, msg: &Message) -> bool {
-        self.persists(msg) || self.args.may_reject()
+        self.persists(msg) || self.may_reject.load(std::sync::atomic::Ordering::Relaxed)
     }
 
     /// Whether a message published to this queue is written to the store.
@@ -323,7 +356,7 @@ impl QueueShared {
 
     /// Counts as a use for x-expires (a redeclare). Never waits.
     pub fn touch(&self) {
-        if self.args.expires.is_some() {
+        if self.applied().args.expires.is_some() {
             let _ = self.tx.try_send(QueueCmd::Touch);
         }
     }

@@ -2,8 +2,8 @@
 //! messages (from the index table, never the bodies) and how far it had been delivered.
 
 use super::schema::{
-    self, flags, BINDINGS, DELAYED, DELIVERED, EXCHANGES, EXPIRES, MESSAGES, PERMISSIONS, QUEUES,
-    QUEUE_INDEX, USERS, VHOSTS, VHOST_LIMITS,
+    self, flags, BINDINGS, DELAYED, DELIVERED, EXCHANGES, EXPIRES, MESSAGES, PARAMETERS,
+    PERMISSIONS, QUEUES, QUEUE_INDEX, USERS, VHOSTS, VHOST_LIMITS,
 };
 use super::StoreError;
 use amq_protocol::types::FieldTable;
@@ -118,6 +118,8 @@ pub struct Recovered {
     pub vhost_limits: Vec<(String, String)>,
     /// Permissions and topic permissions, as stored.
     pub permissions: Vec<RecoveredPermission>,
+    /// Runtime parameters: (component, vhost, name, JSON).
+    pub parameters: Vec<(String, String, String, String)>,
 }
 
 fn io<E: std::fmt::Display>(e: E) -> StoreError {
@@ -134,6 +136,7 @@ pub(super) fn create_tables(txn: &WriteTransaction) -> Result<(), StoreError> {
     txn.open_table(VHOST_LIMITS).map_err(io)?;
     txn.open_table(USERS).map_err(io)?;
     txn.open_table(PERMISSIONS).map_err(io)?;
+    txn.open_table(PARAMETERS).map_err(io)?;
     txn.open_table(EXCHANGES).map_err(io)?;
     txn.open_table(QUEUES).map_err(io)?;
     txn.open_table(BINDINGS).map_err(io)?;
@@ -161,6 +164,13 @@ pub(super) fn recover(db: &Database, fresh: bool) -> Result<Recovered, StoreErro
         {
             let (k, v) = e.map_err(io)?;
             r.vhost_limits.push((k.value().to_owned(), text(v.value())));
+        }
+        for e in txn.open_table(PARAMETERS).map_err(io)?.iter().map_err(io)? {
+            let (k, v) = e.map_err(io)?;
+            if let Some([component, vhost, name]) = schema::decode_parts(k.value()).as_deref() {
+                r.parameters
+                    .push((text(component), text(vhost), text(name), text(v.value())));
+            }
         }
         for e in txn.open_table(VHOSTS).map_err(io)?.iter().map_err(io)? {
             let (k, _) = e.map_err(io)?;

@@ -19,6 +19,9 @@ pub const VHOSTS: TableDefinition<&str, ()> = TableDefinition::new("vhosts");
 pub const USERS: TableDefinition<&str, &[u8]> = TableDefinition::new("users");
 /// vhost -> its limits as JSON (`{"max-connections": 10, "max-queues": 100}`).
 pub const VHOST_LIMITS: TableDefinition<&str, &[u8]> = TableDefinition::new("vhost_limits");
+/// Encoded (component, vhost, name) → JSON: runtime parameters, as RabbitMQ keeps them
+/// (components `policy`, `operator_policy`, and `global` with an empty vhost).
+pub const PARAMETERS: TableDefinition<&[u8], &[u8]> = TableDefinition::new("parameters");
 /// Encoded (user, vhost) → encoded (configure, write, read) patterns.
 pub const PERMISSIONS: TableDefinition<&[u8], &[u8]> = TableDefinition::new("permissions");
 /// Encoded (vhost, name) → encoded exchange.

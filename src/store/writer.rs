@@ -4,8 +4,8 @@
 //! is in progress, so messages per fsync rise with the publish rate.
 
 use super::schema::{
-    self, BINDINGS, DELAYED, DELIVERED, EXCHANGES, EXPIRES, MESSAGES, PERMISSIONS, QUEUES,
-    QUEUE_INDEX, USERS, VHOSTS, VHOST_LIMITS,
+    self, BINDINGS, DELAYED, DELIVERED, EXCHANGES, EXPIRES, MESSAGES, PARAMETERS, PERMISSIONS,
+    QUEUES, QUEUE_INDEX, USERS, VHOSTS, VHOST_LIMITS,
 };
 use crate::confirm::ConfirmToken;
 use crate::message::Message;
@@ -84,6 +84,14 @@ pub(crate) enum Op {
         value: Vec<u8>,
     },
     DeletePermission {
+        key: Vec<u8>,
+    },
+    /// A runtime parameter (key as `schema::encode_parts` of component, vhost, name; JSON).
+    PutParameter {
+        key: Vec<u8>,
+        value: Vec<u8>,
+    },
+    DeleteParameter {
         key: Vec<u8>,
     },
     Barrier(oneshot::Sender<bool>),
@@ -219,6 +227,7 @@ fn apply(db: &Database, batch: &[Op]) -> Result<(), redb::Error> {
         let mut vhost_limits = txn.open_table(VHOST_LIMITS)?;
         let mut users = txn.open_table(USERS)?;
         let mut permissions = txn.open_table(PERMISSIONS)?;
+        let mut parameters = txn.open_table(PARAMETERS)?;
         let mut delayed = txn.open_table(DELAYED)?;
         let mut expires = txn.open_table(EXPIRES)?;
         for op in batch {
@@ -308,6 +317,12 @@ fn apply(db: &Database, batch: &[Op]) -> Result<(), redb::Error> {
                 }
                 Op::DeletePermission { key } => {
                     permissions.remove(key.as_slice())?;
+                }
+                Op::PutParameter { key, value } => {
+                    parameters.insert(key.as_slice(), value.as_slice())?;
+                }
+                Op::DeleteParameter { key } => {
+                    parameters.remove(key.as_slice())?;
                 }
                 Op::Barrier(_) | Op::Shutdown => {}
             }

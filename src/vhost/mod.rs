@@ -16,6 +16,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
 mod limits;
+pub mod policies;
 mod routing;
 
 pub use limits::VhostLimits;
@@ -81,6 +82,8 @@ pub struct VHost {
     pub max_queues: AtomicUsize,
     /// RabbitMQ's vhost limits `max-queues` and `max-connections` (-1: none).
     pub limits: VhostLimits,
+    /// Policies and operator policies (change through `put_policy` / `delete_policy`).
+    pub policies: crate::policy::PolicySet,
 }
 
 /// Describes an argument value as RabbitMQ's inequivalence errors do.
@@ -120,6 +123,7 @@ impl VHost {
             store,
             max_queues: AtomicUsize::new(max_queues),
             limits: VhostLimits::default(),
+            policies: Default::default(),
         };
         for (x, kind, internal) in [
             ("", ExchangeKind::Direct, false),
@@ -246,6 +250,7 @@ impl VHost {
         if delayed {
             x = x.into_delayed();
         }
+        x.set_policy(self.policies.for_exchange(name));
         self.exchanges.insert(name.to_owned(), Arc::new(x));
     }
 
@@ -356,6 +361,7 @@ impl VHost {
                 if delayed {
                     x = x.into_delayed();
                 }
+                x.set_policy(self.policies.for_exchange(name));
                 let x = Arc::new(x);
                 if x.durable {
                     self.persist_exchange(&x);

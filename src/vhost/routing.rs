@@ -20,8 +20,11 @@ impl VHost {
         out: &mut Vec<QueueRef>,
     ) {
         self.route_keys(x, msg, extra_keys, out);
+        if !out.is_empty() {
+            return;
+        }
         let mut tried = vec![x.name.clone()];
-        let mut alternate = x.alternate.clone();
+        let mut alternate = x.alternate_exchange();
         while out.is_empty() {
             let Some(name) = alternate.take() else { break };
             if tried.contains(&name) {
@@ -29,7 +32,7 @@ impl VHost {
             }
             let Ok(ae) = self.exchange(&name) else { break };
             self.route_keys(&ae, msg, extra_keys, out);
-            alternate = ae.alternate.clone();
+            alternate = ae.alternate_exchange();
             tried.push(name);
         }
     }

@@ -115,7 +115,7 @@ impl Connection {
             pending,
             priority,
             timeout: crate::queue::args::consumer_timeout(&c.arguments)
-                .or(q.args.consumer_timeout)
+                .or(q.applied().args.consumer_timeout)
                 .unwrap_or(self.broker.config.consumer_timeout),
         })
         .await?;

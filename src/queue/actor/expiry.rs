@@ -67,7 +67,7 @@ impl QueueActor {
     /// Deletes the queue when x-expires says it has been unused (no consumers, no get, no
     /// redeclare) for long enough.
     pub(super) fn expire_queue(&mut self) {
-        let Some(e) = self.shared.args.expires else {
+        let Some(e) = self.args.expires else {
             return;
         };
         if self.consumers.is_empty() && now_ms() >= self.last_used + e {
@@ -83,7 +83,7 @@ impl QueueActor {
         if self.shared.persists(&msg) {
             self.forget_stored(vec![seq]);
         }
-        if self.shared.args.dead_letter_exchange.is_some() {
+        if self.args.dead_letter_exchange.is_some() {
             self.dead.push((msg, reason));
         }
     }
@@ -95,10 +95,9 @@ impl QueueActor {
             return;
         }
         let dead = std::mem::take(&mut self.dead);
-        let (Some(dlx), Some(vhost)) = (
-            self.shared.args.dead_letter_exchange.clone(),
-            self.vhost.upgrade(),
-        ) else {
+        let (Some(dlx), Some(vhost)) =
+            (self.args.dead_letter_exchange.clone(), self.vhost.upgrade())
+        else {
             return;
         };
         let Ok(x) = vhost.exchange(&dlx) else {
@@ -141,7 +140,7 @@ impl QueueActor {
     /// Applies x-max-length / x-max-length-bytes to an incoming message; false when it is
     /// refused.
     pub(super) fn admit(&mut self, msg: &Arc<Message>) -> bool {
-        let args = &self.shared.args;
+        let args = &*self.args;
         let size = msg.body_len() as u64;
         let over = |len: usize, bytes: u64| {
             args.max_length.is_some_and(|m| len as u64 > m)
@@ -164,7 +163,7 @@ impl QueueActor {
 
     /// With drop-head, drops (dead-letters) the oldest ready messages while over a limit.
     pub(super) fn enforce_limits(&mut self) {
-        let args = self.shared.args.clone();
+        let args = self.args.clone();
         if args.overflow != Overflow::DropHead {
             return;
         }

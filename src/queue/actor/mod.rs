@@ -84,6 +84,8 @@ enum Pending {
 
 struct QueueActor {
     shared: QueueRef,
+    /// The arguments in force (declared, combined with policies).
+    args: Arc<super::args::QueueArgs>,
     vhost: Weak<VHost>,
     store: Store,
     ready: ReadyList,
@@ -134,6 +136,7 @@ pub(super) fn start(
         });
     }
     let actor = QueueActor {
+        args: shared.applied().args.clone(),
         shared,
         vhost: Arc::downgrade(vhost),
         store: vhost.store.clone(),
@@ -161,7 +164,6 @@ impl QueueActor {
         let mut batch = Vec::with_capacity(BATCH);
         while !self.stopped {
             let idle_deadline = self
-                .shared
                 .args
                 .expires
                 .filter(|_| self.consumers.is_empty())
@@ -218,7 +220,7 @@ impl QueueActor {
     /// The message as a client receives it: with `x-delivery-count` on a redelivery from a
     /// queue with a delivery limit.
     fn as_delivered(&self, msg: Arc<Message>, returns: u32) -> Arc<Message> {
-        if returns > 0 && self.shared.args.delivery_limit.is_some() {
+        if returns > 0 && self.args.delivery_limit.is_some() {
             Arc::new(msg.with_delivery_count(returns))
         } else {
             msg
@@ -267,7 +269,7 @@ impl QueueActor {
                     }
                     return;
                 }
-                let ttl = match (self.shared.args.message_ttl, msg.expiration_ms) {
+                let ttl = match (self.args.message_ttl, msg.expiration_ms) {
                     (Some(a), Some(b)) => Some(a.min(b)),
                     (a, b) => a.or(b),
                 };
@@ -289,6 +291,10 @@ impl QueueActor {
                     returns: 0,
                     priority,
                 });
+                self.enforce_limits();
+            }
+            QueueCmd::Policy(args) => {
+                self.args = args;
                 self.enforce_limits();
             }
             QueueCmd::Consume(spec, reply) => {
@@ -316,7 +322,7 @@ impl QueueActor {
                 }
             }
             QueueCmd::Requeue(seqs) => {
-                let limit = self.shared.args.delivery_limit;
+                let limit = self.args.delivery_limit;
                 for seq in seqs {
                     if let Some(u) = self.settle(seq) {
                         let returns = u.returns + 1;
@@ -603,7 +609,7 @@ impl QueueActor {
     /// that one (the highest-priority, earliest registered); otherwise the highest priority
     /// group with credit, round-robin within it.
     fn pick_consumer(&mut self) -> Option<usize> {
-        if self.shared.args.single_active_consumer {
+        if self.args.single_active_consumer {
             return self.consumers.first()?.take_credit().then_some(0);
         }
         let n = self.consumers.len();
