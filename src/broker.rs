@@ -18,6 +18,8 @@ use std::sync::Arc;
 
 /// The runtime-parameter component of global parameters.
 const GLOBAL: &str = "global";
+/// The runtime-parameter component of users' limits.
+const USER_LIMITS: &str = "user-limits";
 /// The global parameter naming the cluster.
 const CLUSTER_NAME: &str = "cluster_name";
 /// The global parameter identifying the cluster.
@@ -42,6 +44,7 @@ pub struct Broker {
     /// Who may do what where (change through the `*_permission` methods, which persist).
     pub permissions: Permissions,
     global_parameters: DashMap<String, serde_json::Value>,
+    user_limits: DashMap<String, serde_json::Map<String, serde_json::Value>>,
 }
 
 impl Broker {
@@ -59,6 +62,7 @@ impl Broker {
             permissions: Permissions::default(),
             listeners: std::sync::OnceLock::new(),
             global_parameters: DashMap::new(),
+            user_limits: DashMap::new(),
             store,
             config,
         });
@@ -298,6 +302,11 @@ impl Broker {
         let found = self.users.remove(name).is_some();
         if found {
             self.store.submit(Op::DeleteUser(name.to_owned()));
+            if self.user_limits.remove(name).is_some() {
+                self.store.submit(Op::DeleteParameter {
+                    key: parameter_key(USER_LIMITS, "", name),
+                });
+            }
             for (vhost, user, _) in self.permissions.list() {
                 if user == name {
                     self.clear_permission(&vhost, &user);
@@ -370,6 +379,11 @@ impl Broker {
             GLOBAL => {
                 self.global_parameters.insert(name.to_owned(), value);
             }
+            USER_LIMITS => {
+                if let serde_json::Value::Object(m) = value {
+                    self.user_limits.insert(name.to_owned(), m);
+                }
+            }
             "policy" | "operator_policy" => {
                 let operator = component == "operator_policy";
                 match (
@@ -425,6 +439,55 @@ impl Broker {
             .get(CLUSTER_NAME)
             .and_then(|v| v.as_str().map(str::to_owned))
             .unwrap_or_else(|| self.config.cluster_name.clone())
+    }
+
+    /// Users' limits (`max-connections`, `max-channels`) as RabbitMQ shows them, by user.
+    pub fn user_limits(&self) -> Vec<(String, serde_json::Map<String, serde_json::Value>)> {
+        let mut out: Vec<_> = self
+            .user_limits
+            .iter()
+            .map(|e| (e.key().clone(), e.value().clone()))
+            .collect();
+        out.sort_by(|a, b| a.0.cmp(&b.0));
+        out
+    }
+
+    /// A user's limit in force (a negative value is none).
+    pub fn user_limit(&self, user: &str, name: &str) -> Option<i64> {
+        self.user_limits
+            .get(user)?
+            .get(name)?
+            .as_i64()
+            .filter(|n| *n >= 0)
+    }
+
+    /// Sets (`Some`) or clears (`None`) one of a user's limits, persisted; false when the
+    /// user does not exist.
+    pub fn set_user_limit(&self, user: &str, name: &str, value: Option<i64>) -> bool {
+        if !self.users.contains_key(user) {
+            return false;
+        }
+        let mut limits = self.user_limits.entry(user.to_owned()).or_default();
+        match value {
+            Some(v) => {
+                limits.insert(name.to_owned(), v.into());
+            }
+            None => {
+                limits.remove(name);
+            }
+        }
+        let key = parameter_key(USER_LIMITS, "", user);
+        if limits.is_empty() {
+            drop(limits);
+            self.user_limits.remove(user);
+            self.store.submit(Op::DeleteParameter { key });
+        } else {
+            let value = serde_json::Value::Object(limits.clone())
+                .to_string()
+                .into_bytes();
+            self.store.submit(Op::PutParameter { key, value });
+        }
+        true
     }
 
     fn restore_permission(&self, p: RecoveredPermission) {

@@ -9,6 +9,7 @@ use crate::broker::Broker;
 use crate::exchange::Destination;
 use crate::json::{json_table, table_json};
 use crate::permissions::{Access, Permission, TopicPermission};
+use crate::policy::Policy;
 use crate::vhost::{ExchangeOptions, QueueOptions, VHost};
 use serde_json::{json, Map, Value};
 
@@ -38,7 +39,32 @@ pub fn export(b: &Broker, vhost: Option<&str>) -> Value {
     );
     out.insert("product_name".into(), json!("Warren"));
     out.insert("product_version".into(), json!(env!("CARGO_PKG_VERSION")));
+    let mut parameters = Vec::new();
+    let mut policies = Vec::new();
+    for v in &vhosts {
+        let tag = |mut o: Value| {
+            if let (Some(_), Some(m)) = (vhost, o.as_object_mut()) {
+                m.remove("vhost");
+            }
+            o
+        };
+        let limits = v.limits.to_json();
+        if !limits.is_empty() {
+            parameters.push(tag(json!({"value": limits, "vhost": v.name,
+                "component": "vhost-limits", "name": "limits"})));
+        }
+        for p in v.policies.list(true) {
+            parameters.push(tag(json!({"value": {"pattern": p.pattern,
+                "definition": p.definition, "priority": p.priority,
+                "apply-to": p.apply_to.as_str()}, "vhost": v.name,
+                "component": "operator_policy", "name": p.name})));
+        }
+        for p in v.policies.list(false) {
+            policies.push(tag(p.to_json()));
+        }
+    }
     if vhost.is_none() {
+        let user_limits = b.user_limits();
         let mut users = b.users();
         users.sort_by(|a, b| a.name.cmp(&b.name));
         out.insert(
@@ -46,8 +72,13 @@ pub fn export(b: &Broker, vhost: Option<&str>) -> Value {
             users
                 .iter()
                 .map(|u| {
+                    let limits = user_limits
+                        .iter()
+                        .find(|(n, _)| *n == u.name)
+                        .map(|(_, l)| l.clone())
+                        .unwrap_or_default();
                     json!({"name": u.name, "password_hash": u.password_hash(),
-                    "hashing_algorithm": u.hashing.name(), "tags": u.tags, "limits": {}})
+                    "hashing_algorithm": u.hashing.name(), "tags": u.tags, "limits": limits})
                 })
                 .collect(),
         );
@@ -79,10 +110,18 @@ pub fn export(b: &Broker, vhost: Option<&str>) -> Value {
                 })
                 .collect(),
         );
-        out.insert("parameters".into(), json!([]));
-        out.insert("global_parameters".into(), json!([]));
     }
-    out.insert("policies".into(), json!([]));
+    out.insert("parameters".into(), Value::Array(parameters));
+    if vhost.is_none() {
+        out.insert(
+            "global_parameters".into(),
+            b.global_parameters()
+                .into_iter()
+                .map(|(name, value)| json!({"name": name, "value": value}))
+                .collect(),
+        );
+    }
+    out.insert("policies".into(), Value::Array(policies));
     out.insert("queues".into(), Value::Array(queues));
     out.insert("exchanges".into(), Value::Array(exchanges));
     out.insert("bindings".into(), Value::Array(bindings));
@@ -155,18 +194,34 @@ fn list<'a>(doc: &'a Value, key: &str) -> &'a [Value] {
         .map_or(&[], Vec::as_slice)
 }
 
-/// Imports a definitions document. With `vhost`, every queue, exchange and binding goes to that
-/// virtual host and users, vhosts and permissions are ignored (RabbitMQ's per-vhost import).
-pub async fn import(b: &Broker, doc: &Value, vhost: Option<&str>) -> Result<(), String> {
+/// Imports a definitions document. With `vhost`, every queue, exchange, binding and policy
+/// goes to that virtual host and users, vhosts and permissions are ignored (RabbitMQ's
+/// per-vhost import). A malformed document is an error; an entity Warren cannot create (a
+/// stream queue, a plugin's parameter, a binding to something missing) is skipped and named
+/// in the returned list, and everything else is imported.
+pub async fn import(b: &Broker, doc: &Value, vhost: Option<&str>) -> Result<Vec<String>, String> {
     if !doc.is_object() {
         return Err("definitions must be a JSON object".into());
     }
+    let mut skipped = Vec::new();
     if vhost.is_none() {
         for v in list(doc, "vhosts") {
             b.add_vhost(text(v, "name")?);
         }
         for u in list(doc, "users") {
-            b.put_user(user(u)?);
+            let made = user(u)?;
+            let name = made.name.clone();
+            b.put_user(made);
+            if let Some(Value::Object(limits)) = u.get("limits") {
+                for (k, v) in limits {
+                    match v.as_i64() {
+                        Some(n) => {
+                            b.set_user_limit(&name, k, Some(n));
+                        }
+                        None => skipped.push(format!("user limit {k} of {name}: not a number")),
+                    }
+                }
+            }
         }
         for p in list(doc, "permissions") {
             let (v, u) = (text(p, "vhost")?, text(p, "user")?);
@@ -184,6 +239,13 @@ pub async fn import(b: &Broker, doc: &Value, vhost: Option<&str>) -> Result<(), 
             )?;
             b.set_topic_permission(v, u, t);
         }
+        for g in list(doc, "global_parameters") {
+            let name = text(g, "name")?;
+            // The cluster's identity stays this node's own.
+            if name != "internal_cluster_id" {
+                b.put_global_parameter(name, g.get("value").cloned().unwrap_or(Value::Null));
+            }
+        }
     }
     let target = |o: &Value| -> Result<std::sync::Arc<VHost>, String> {
         let name = match vhost {
@@ -193,6 +255,39 @@ pub async fn import(b: &Broker, doc: &Value, vhost: Option<&str>) -> Result<(), 
         b.vhost(name)
             .ok_or_else(|| format!("vhost '{name}' does not exist"))
     };
+    for p in list(doc, "parameters") {
+        let (component, name) = (text(p, "component")?, text(p, "name")?);
+        let v = target(p)?;
+        let value = p.get("value").cloned().unwrap_or(Value::Null);
+        match component {
+            "vhost-limits" => {
+                for (k, n) in value.as_object().into_iter().flatten() {
+                    if !n.as_i64().is_some_and(|n| b.set_vhost_limit(&v.name, k, n)) {
+                        skipped.push(format!("vhost limit {k} of vhost '{}'", v.name));
+                    }
+                }
+            }
+            "operator_policy" => match Policy::from_json(&v.name, name, &value, true) {
+                Ok(policy) => {
+                    v.put_policy(policy, true).await;
+                }
+                Err(e) => skipped.push(format!("operator policy '{name}': {}", e.trim())),
+            },
+            other => skipped.push(format!(
+                "parameter '{name}' of component {other} (no such component)"
+            )),
+        }
+    }
+    for p in list(doc, "policies") {
+        let name = text(p, "name")?;
+        let v = target(p)?;
+        match Policy::from_json(&v.name, name, p, false) {
+            Ok(policy) => {
+                v.put_policy(policy, false).await;
+            }
+            Err(e) => skipped.push(format!("policy '{name}': {}", e.trim())),
+        }
+    }
     for x in list(doc, "exchanges") {
         let options = ExchangeOptions {
             passive: false,
@@ -201,9 +296,10 @@ pub async fn import(b: &Broker, doc: &Value, vhost: Option<&str>) -> Result<(), 
             internal: flag(x, "internal", false),
             arguments: arguments(x)?,
         };
-        target(x)?
-            .exchange_declare(text(x, "name")?, text(x, "type")?, &options)
-            .map_err(|e| e.text)?;
+        let name = text(x, "name")?;
+        if let Err(e) = target(x)?.exchange_declare(name, text(x, "type")?, &options) {
+            skipped.push(format!("exchange '{name}': {}", e.text));
+        }
     }
     for q in list(doc, "queues") {
         let options = QueueOptions {
@@ -212,9 +308,10 @@ pub async fn import(b: &Broker, doc: &Value, vhost: Option<&str>) -> Result<(), 
             arguments: arguments(q)?,
             ..QueueOptions::default()
         };
-        target(q)?
-            .queue_declare(text(q, "name")?, &options, 0)
-            .map_err(|e| e.text)?;
+        let name = text(q, "name")?;
+        if let Err(e) = target(q)?.queue_declare(name, &options, 0) {
+            skipped.push(format!("queue '{name}': {}", e.text));
+        }
     }
     for bd in list(doc, "bindings") {
         let v = target(bd)?;
@@ -225,9 +322,17 @@ pub async fn import(b: &Broker, doc: &Value, vhost: Option<&str>) -> Result<(), 
             "exchange" => v.exchange_bind(destination, source, key, &args),
             _ => v.queue_bind(destination, source, key, &args, 0),
         };
-        r.map_err(|e| e.text)?;
+        if let Err(e) = r {
+            skipped.push(format!(
+                "binding of '{destination}' to '{source}': {}",
+                e.text
+            ));
+        }
     }
-    Ok(())
+    for s in &skipped {
+        tracing::warn!(skipped = %s, "definitions: not imported");
+    }
+    Ok(skipped)
 }
 
 /// A user from a definitions entry: `password_hash` (+ `hashing_algorithm`) or `password`.

@@ -209,3 +209,78 @@ async fn max_unacked_per_channel_caps_deliveries_and_gets() {
         .expect("open")
         .expect("the sixth after an ack");
 }
+
+#[tokio::test]
+async fn user_limits_cap_connections_and_channels_with_530() {
+    let b = start().await;
+    let admin = Some(("guest", "guest"));
+    let addr = b.server.http_addr;
+    let put = |path: &'static str, body: &'static str| async move {
+        request(addr, "PUT", path, admin, Some(body)).await
+    };
+    assert_eq!(
+        put("/api/user-limits/guest/max-connections", r#"{"value": 1}"#)
+            .await
+            .status,
+        204
+    );
+    assert_eq!(
+        put("/api/user-limits/guest/max-channels", r#"{"value": 2}"#)
+            .await
+            .status,
+        204
+    );
+    let r = put("/api/user-limits/guest/max-queues", r#"{"value": 1}"#).await;
+    assert_eq!(r.status, 400);
+    assert_eq!(
+        r.json()["reason"],
+        "Unrecognised terms [{<<\"max-queues\">>,1}] in user-limits"
+    );
+    let r = put("/api/user-limits/nobody/max-channels", r#"{"value": 1}"#).await;
+    assert_eq!(
+        r.json()["reason"],
+        serde_json::json!(["no_such_user", "nobody"])
+    );
+    let shown = request(addr, "GET", "/api/user-limits/guest", admin, None)
+        .await
+        .json();
+    assert_eq!(
+        shown,
+        serde_json::json!([{"user": "guest", "value": {"max-connections": 1, "max-channels": 2}}])
+    );
+    let conn = b.connect().await;
+    match within(Connection::connect(
+        &b.url(),
+        ConnectionProperties::default(),
+    ))
+    .await
+    {
+        Err(e) => {
+            assert_eq!(code(&e), Some(530), "{e}");
+            assert!(
+                e.to_string()
+                    .contains("user connection limit (1) is reached"),
+                "{e}"
+            );
+        }
+        Ok(_) => panic!("a second connection was accepted"),
+    }
+    let _a = within(conn.create_channel()).await.expect("first channel");
+    let _b = within(conn.create_channel()).await.expect("second channel");
+    let r = within(conn.create_channel()).await;
+    assert_code(r, 530);
+    // Cleared limits no longer apply.
+    let r = request(
+        addr,
+        "DELETE",
+        "/api/user-limits/guest/max-connections",
+        admin,
+        None,
+    )
+    .await;
+    assert_eq!(r.status, 204);
+    let again = b.connect().await;
+    let _c = within(again.create_channel())
+        .await
+        .expect("channel under the limit");
+}

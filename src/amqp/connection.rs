@@ -364,6 +364,29 @@ impl Connection {
         }
     }
 
+    /// RabbitMQ's per-user `max-channels` limit, counted over all the user's connections
+    /// (a connection error, as in RabbitMQ).
+    fn check_user_channel_limit(&self) -> AmqpResult<()> {
+        let user = &self.info.user;
+        let Some(limit) = self.broker.user_limit(user, "max-channels") else {
+            return Ok(());
+        };
+        let open: usize = self
+            .broker
+            .connections
+            .list()
+            .iter()
+            .filter(|c| c.user == *user)
+            .map(|c| c.channels.load(Ordering::Relaxed))
+            .sum();
+        if open as i64 >= limit {
+            return Err(AmqpError::not_allowed(format!(
+                "number of channels opened for user '{user}' has reached the maximum allowed user limit of ({limit})"
+            )));
+        }
+        Ok(())
+    }
+
     async fn on_channel_frame(&mut self, id: u16, frame: ChannelFrame) -> AmqpResult<()> {
         if id > self.channel_max {
             return Err(AmqpError::not_allowed(format!(
@@ -380,6 +403,7 @@ impl Connection {
             return match frame {
                 ChannelFrame::Method(m) => match *m {
                     AMQPClass::Channel(channel::AMQPMethod::Open(_)) => {
+                        self.check_user_channel_limit()?;
                         let uid = self.broker.next_id();
                         self.info.channels.fetch_add(1, Ordering::Relaxed);
                         *self.channel_slot(id) = Some(Box::new(Channel::new(

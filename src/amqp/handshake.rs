@@ -310,6 +310,22 @@ pub(crate) async fn negotiate<R: AsyncRead + Unpin, W: AsyncWrite + Unpin>(
             ));
         }
     }
+    if let Some(limit) = broker.user_limit(&user, "max-connections") {
+        let open = broker
+            .connections
+            .list()
+            .iter()
+            .filter(|c| c.user == user)
+            .count();
+        if open as i64 >= limit {
+            return Err(Refused::Close(
+                AmqpError::not_allowed(format!(
+                    "Connection refused for user '{user}': user connection limit ({limit}) is reached"
+                ))
+                .with_method(10, 40),
+            ));
+        }
+    }
     let info = NewConnection {
         id: broker.next_id(),
         user: user.clone(),

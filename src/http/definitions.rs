@@ -4,8 +4,9 @@
 use super::{Administrator, ApiError, AppState};
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
 use axum::Json;
-use serde_json::Value;
+use serde_json::{json, Value};
 
 pub(crate) async fn export_all(State(b): State<AppState>, _: Administrator) -> Json<Value> {
     Json(crate::definitions::export(&b, None))
@@ -20,19 +21,26 @@ pub(crate) async fn export_vhost(
     Ok(Json(crate::definitions::export(&b, Some(&vhost))))
 }
 
-async fn import(b: &AppState, doc: &Value, vhost: Option<&str>) -> Result<StatusCode, ApiError> {
+/// 204 as RabbitMQ when everything was imported; 200 with the list of what was skipped
+/// otherwise.
+async fn import(b: &AppState, doc: &Value, vhost: Option<&str>) -> Result<Response, ApiError> {
     let mark = b.store.submitted();
     let r = crate::definitions::import(b, doc, vhost).await;
     b.store.sync_since(mark).await;
-    r.map_err(|reason| ApiError::new(StatusCode::BAD_REQUEST, "bad_request", reason))?;
-    Ok(StatusCode::NO_CONTENT)
+    let skipped =
+        r.map_err(|reason| ApiError::new(StatusCode::BAD_REQUEST, "bad_request", reason))?;
+    Ok(if skipped.is_empty() {
+        StatusCode::NO_CONTENT.into_response()
+    } else {
+        Json(json!({ "skipped": skipped })).into_response()
+    })
 }
 
 pub(crate) async fn import_all(
     State(b): State<AppState>,
     _: Administrator,
     Json(doc): Json<Value>,
-) -> Result<StatusCode, ApiError> {
+) -> Result<Response, ApiError> {
     import(&b, &doc, None).await
 }
 
@@ -41,7 +49,7 @@ pub(crate) async fn import_vhost(
     _: Administrator,
     Path(vhost): Path<String>,
     Json(doc): Json<Value>,
-) -> Result<StatusCode, ApiError> {
+) -> Result<Response, ApiError> {
     b.vhost(&vhost).ok_or_else(ApiError::not_found)?;
     import(&b, &doc, Some(&vhost)).await
 }

@@ -15,6 +15,7 @@ mod overview;
 mod permissions;
 mod policies;
 mod queues;
+mod user_limits;
 mod users;
 mod vhosts;
 
@@ -51,7 +52,7 @@ pub(crate) type AppState = Arc<Broker>;
 pub(crate) struct ApiError {
     status: StatusCode,
     error: &'static str,
-    reason: String,
+    reason: serde_json::Value,
 }
 
 impl ApiError {
@@ -59,7 +60,21 @@ impl ApiError {
         ApiError {
             status,
             error,
-            reason: reason.into(),
+            reason: serde_json::Value::String(reason.into()),
+        }
+    }
+
+    /// An error whose reason is not a string (RabbitMQ answers some with an Erlang term
+    /// rendered as a list).
+    pub(crate) fn with_reason(
+        status: StatusCode,
+        error: &'static str,
+        reason: serde_json::Value,
+    ) -> Self {
+        ApiError {
+            status,
+            error,
+            reason,
         }
     }
 
@@ -321,6 +336,12 @@ pub fn router(broker: Arc<Broker>) -> Router {
             get(policies::global_show)
                 .put(policies::global_put)
                 .delete(policies::global_delete),
+        )
+        .route("/api/user-limits", get(user_limits::list))
+        .route("/api/user-limits/{user}", get(user_limits::of_user))
+        .route(
+            "/api/user-limits/{user}/{name}",
+            axum::routing::put(user_limits::put).delete(user_limits::delete),
         )
         .route("/api/users", get(users::list))
         .route(

@@ -11,20 +11,28 @@ use serde::Deserialize;
 use serde_json::{json, Value};
 
 /// A user as the API shows it.
-pub(crate) fn user_json(u: &User) -> Value {
+pub(crate) fn user_json(b: &AppState, u: &User) -> Value {
+    let limits = b
+        .user_limits()
+        .into_iter()
+        .find(|(n, _)| *n == u.name)
+        .map(|(_, l)| l)
+        .unwrap_or_default();
     json!({
         "name": u.name,
         "password_hash": u.password_hash(),
         "hashing_algorithm": u.hashing.name(),
         "tags": u.tags,
-        "limits": {},
+        "limits": limits,
     })
 }
 
 pub(crate) async fn list(State(b): State<AppState>, _: Administrator) -> Json<Value> {
     let mut users = b.users();
     users.sort_by(|a, b| a.name.cmp(&b.name));
-    Json(Value::Array(users.iter().map(user_json).collect()))
+    Json(Value::Array(
+        users.iter().map(|u| user_json(&b, u)).collect(),
+    ))
 }
 
 pub(crate) async fn show(
@@ -33,7 +41,7 @@ pub(crate) async fn show(
     Path(name): Path<String>,
 ) -> Result<Json<Value>, ApiError> {
     let u = b.user(&name).ok_or_else(ApiError::not_found)?;
-    Ok(Json(user_json(&u)))
+    Ok(Json(user_json(&b, &u)))
 }
 
 /// Tags as a comma-separated string or a list (RabbitMQ takes both).
