@@ -2,9 +2,10 @@
 //! API reports. A connection is admitted at connection.open; its [`Registration`] removes it
 //! when dropped, however the connection ends.
 
+use crate::channels::{ChannelInfo, ChannelTotals};
 use dashmap::DashMap;
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::sync::Mutex;
 use std::time::SystemTime;
@@ -39,6 +40,8 @@ pub struct ConnectionInfo {
     pub channel_max: u16,
     /// Open channels (kept by the connection task).
     pub channels: AtomicUsize,
+    /// The open channels' records.
+    channel_list: Mutex<Vec<Arc<ChannelInfo>>>,
     /// Set by [`ConnectionInfo::force_close`]; the connection closes itself with 320.
     close_reason: Mutex<Option<String>>,
     /// Wakes the connection task for a forced close.
@@ -51,12 +54,28 @@ impl ConnectionInfo {
         format!("{} -> {}", self.peer, self.local)
     }
 
+    /// RabbitMQ's name of one of its channels: "client ip:port -> broker ip:port (N)".
+    pub fn channel_name(&self, number: u16) -> String {
+        format!("{} ({number})", self.name())
+    }
+
     /// Asks the connection to close with 320 CONNECTION_FORCED and this reason.
     pub fn force_close(&self, reason: &str) {
         if let Ok(mut r) = self.close_reason.lock() {
             *r = Some(reason.to_owned());
         }
         self.kill.notify_one();
+    }
+
+    /// The open channels' records, by number.
+    pub fn channel_list(&self) -> Vec<Arc<ChannelInfo>> {
+        let mut v = self
+            .channel_list
+            .lock()
+            .map(|l| l.clone())
+            .unwrap_or_default();
+        v.sort_by_key(|c| c.number);
+        v
     }
 
     /// The reason given to [`ConnectionInfo::force_close`].
@@ -97,6 +116,12 @@ pub struct NewConnection {
 pub struct Connections {
     map: DashMap<u64, Arc<ConnectionInfo>>,
     open: AtomicUsize,
+    /// Connections opened since start.
+    pub opened_total: AtomicU64,
+    /// Connections closed since start.
+    pub closed_total: AtomicU64,
+    /// Counts of closed channels and channel open/close totals.
+    pub channel_totals: ChannelTotals,
 }
 
 impl Connections {
@@ -121,10 +146,12 @@ impl Connections {
             frame_max: new.frame_max,
             channel_max: new.channel_max,
             channels: AtomicUsize::new(0),
+            channel_list: Mutex::new(Vec::new()),
             close_reason: Mutex::new(None),
             kill: Notify::new(),
         });
         self.map.insert(new.id, info.clone());
+        self.opened_total.fetch_add(1, Ordering::Relaxed);
         Some(Registration {
             registry: self.clone(),
             id: new.id,
@@ -159,6 +186,61 @@ impl Connections {
     pub fn list(&self) -> Vec<Arc<ConnectionInfo>> {
         self.map.iter().map(|e| e.value().clone()).collect()
     }
+
+    /// Every open channel with its connection.
+    pub fn channels(&self) -> Vec<(Arc<ConnectionInfo>, Arc<ChannelInfo>)> {
+        let mut out = Vec::new();
+        for c in self.list() {
+            for ch in c.channel_list() {
+                out.push((c.clone(), ch));
+            }
+        }
+        out
+    }
+
+    /// Lists a newly opened channel on its connection; dropping the registration unlists it
+    /// and folds its counts into the node totals.
+    pub fn open_channel(
+        self: &Arc<Self>,
+        conn: &Arc<ConnectionInfo>,
+        number: u16,
+    ) -> ChannelRegistration {
+        let info = Arc::new(ChannelInfo::new(number));
+        if let Ok(mut l) = conn.channel_list.lock() {
+            l.push(info.clone());
+        }
+        self.channel_totals.opened.fetch_add(1, Ordering::Relaxed);
+        ChannelRegistration {
+            info,
+            conn: conn.clone(),
+            registry: self.clone(),
+        }
+    }
+}
+
+/// A channel's record on its connection (derefs to the [`ChannelInfo`] its owner updates).
+#[derive(Debug)]
+pub struct ChannelRegistration {
+    info: Arc<ChannelInfo>,
+    conn: Arc<ConnectionInfo>,
+    registry: Arc<Connections>,
+}
+
+impl std::ops::Deref for ChannelRegistration {
+    type Target = ChannelInfo;
+
+    fn deref(&self) -> &ChannelInfo {
+        &self.info
+    }
+}
+
+impl Drop for ChannelRegistration {
+    fn drop(&mut self) {
+        if let Ok(mut l) = self.conn.channel_list.lock() {
+            l.retain(|c| !Arc::ptr_eq(c, &self.info));
+        }
+        self.registry.channel_totals.fold(&self.info.counts());
+    }
 }
 
 /// A connection's place in the registry; dropping it unregisters the connection.
@@ -175,6 +257,7 @@ impl Drop for Registration {
     fn drop(&mut self) {
         self.registry.map.remove(&self.id);
         self.registry.open.fetch_sub(1, Ordering::AcqRel);
+        self.registry.closed_total.fetch_add(1, Ordering::Relaxed);
     }
 }
 

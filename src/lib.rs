@@ -7,6 +7,7 @@
 pub mod amqp;
 pub mod auth;
 pub mod broker;
+pub mod channels;
 pub mod config;
 pub mod confirm;
 pub mod connections;

@@ -63,10 +63,7 @@ async fn connections_are_listed_and_closed_over_http() {
         name.ends_with(&format!("-> {}", b.server.amqp_addr)),
         "{name}"
     );
-    let path = format!(
-        "/api/connections/{}",
-        name.replace(' ', "%20").replace('>', "%3E")
-    );
+    let path = format!("/api/connections/{}", urlencode(&name));
     let one = request(addr, "GET", &path, ADMIN, None).await.json();
     assert_eq!(one["name"], name);
     let overview = request(addr, "GET", "/api/overview", ADMIN, None)
@@ -474,4 +471,139 @@ async fn queues_and_the_overview_report_message_stats() {
         .json();
     assert_eq!(overview["message_stats"]["publish"], 3);
     assert_eq!(overview["message_stats"]["ack"], 2);
+}
+
+#[tokio::test]
+async fn channels_are_listed_with_their_counters() {
+    let b = start().await;
+    let addr = b.server.http_addr;
+    let (conn, ch) = b.channel().await;
+    within(ch.queue_declare(
+        "c".into(),
+        QueueDeclareOptions::default(),
+        FieldTable::default(),
+    ))
+    .await
+    .expect("declare");
+    within(ch.basic_qos(7, BasicQosOptions::default()))
+        .await
+        .expect("qos");
+    within(ch.confirm_select(Default::default()))
+        .await
+        .expect("confirms");
+    for key in ["c", "c", "nowhere"] {
+        within(
+            within(ch.basic_publish(
+                "".into(),
+                key.into(),
+                BasicPublishOptions {
+                    mandatory: key == "nowhere",
+                    ..Default::default()
+                },
+                b"m",
+                lapin::BasicProperties::default(),
+            ))
+            .await
+            .expect("publish"),
+        )
+        .await
+        .expect("confirm");
+    }
+    let mut consumer = within(ch.basic_consume(
+        "c".into(),
+        "tag".into(),
+        BasicConsumeOptions::default(),
+        FieldTable::default(),
+    ))
+    .await
+    .expect("consume");
+    let first = within(consumer.next())
+        .await
+        .expect("open")
+        .expect("delivery");
+    let _second = within(consumer.next())
+        .await
+        .expect("open")
+        .expect("delivery");
+    within(first.ack(BasicAckOptions::default()))
+        .await
+        .expect("ack");
+    let list = within(async {
+        loop {
+            let list = request(addr, "GET", "/api/channels", ADMIN, None)
+                .await
+                .json();
+            if list[0]["message_stats"]["ack"] == 1 {
+                return list;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        }
+    })
+    .await;
+    let c = &list[0];
+    let conn_name = request(addr, "GET", "/api/connections", ADMIN, None)
+        .await
+        .json()[0]["name"]
+        .as_str()
+        .expect("name")
+        .to_owned();
+    assert_eq!(c["name"], format!("{conn_name} (1)"));
+    assert_eq!(c["number"], 1);
+    assert_eq!(c["connection_details"]["name"], conn_name);
+    assert_eq!(c["user"], "guest");
+    assert_eq!(c["vhost"], "/");
+    assert_eq!(c["confirm"], true);
+    assert_eq!(c["transactional"], false);
+    assert_eq!(c["prefetch_count"], 7);
+    assert_eq!(c["consumer_count"], 1);
+    assert_eq!(c["messages_unacknowledged"], 1);
+    let s = &c["message_stats"];
+    assert_eq!(s["publish"], 3);
+    assert_eq!(s["confirm"], 3);
+    assert_eq!(s["return_unroutable"], 1);
+    assert_eq!(s["deliver"], 2);
+    assert_eq!(s["ack"], 1);
+    assert!(s["publish_details"]["rate"].is_number());
+    let path = format!("/api/channels/{}", urlencode(&format!("{conn_name} (1)")));
+    assert_eq!(
+        request(addr, "GET", &path, ADMIN, None).await.json()["number"],
+        1
+    );
+    let path = format!("/api/connections/{}/channels", urlencode(&conn_name));
+    assert_eq!(
+        request(addr, "GET", &path, ADMIN, None).await.json()[0]["number"],
+        1
+    );
+    let overview = request(addr, "GET", "/api/overview", ADMIN, None)
+        .await
+        .json();
+    assert_eq!(overview["object_totals"]["channels"], 1);
+    // Counts of closed channels stay in the node totals.
+    within(conn.close(200, "bye".into())).await.expect("close");
+    let overview = within(async {
+        loop {
+            let o = request(addr, "GET", "/api/overview", ADMIN, None)
+                .await
+                .json();
+            if o["object_totals"]["channels"] == 0 {
+                return o;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        }
+    })
+    .await;
+    assert_eq!(overview["message_stats"]["publish"], 3);
+    assert_eq!(overview["message_stats"]["return_unroutable"], 1);
+}
+
+/// Percent-encodes a path segment.
+fn urlencode(s: &str) -> String {
+    s.bytes()
+        .map(|b| match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'.' | b'_' | b'~' => {
+                (b as char).to_string()
+            }
+            _ => format!("%{b:02X}"),
+        })
+        .collect()
 }

@@ -112,3 +112,150 @@ async fn metrics_follow_amqp_activity() {
         "{per}"
     );
 }
+
+#[tokio::test]
+async fn counters_and_detailed_families_follow_channels() {
+    let b = start().await;
+    let (conn, ch) = b.channel().await;
+    within(ch.queue_declare(
+        "d-q".into(),
+        QueueDeclareOptions::default(),
+        FieldTable::default(),
+    ))
+    .await
+    .expect("declare");
+    within(ch.confirm_select(Default::default()))
+        .await
+        .expect("confirms");
+    for key in ["d-q", "d-q", "nowhere"] {
+        within(
+            within(ch.basic_publish(
+                "".into(),
+                key.into(),
+                Default::default(),
+                b"x",
+                BasicProperties::default(),
+            ))
+            .await
+            .expect("publish"),
+        )
+        .await
+        .expect("confirm");
+    }
+    let got = within(ch.basic_get("d-q".into(), BasicGetOptions { no_ack: false }))
+        .await
+        .expect("get")
+        .expect("message");
+    within(got.ack(BasicAckOptions::default()))
+        .await
+        .expect("ack");
+    let addr = b.server.metrics_addr;
+    let m = within(async {
+        loop {
+            let m = request(addr, "GET", "/metrics", None, None).await.body;
+            if sample(&m, "rabbitmq_channel_messages_acked_total") == Some(1.0) {
+                return m;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        }
+    })
+    .await;
+    assert_eq!(
+        sample(&m, "rabbitmq_channel_messages_published_total"),
+        Some(3.0),
+        "{m}"
+    );
+    assert_eq!(
+        sample(&m, "rabbitmq_channel_messages_confirmed_total"),
+        Some(3.0),
+        "{m}"
+    );
+    assert_eq!(
+        sample(&m, "rabbitmq_channel_messages_unroutable_dropped_total"),
+        Some(1.0),
+        "{m}"
+    );
+    assert_eq!(
+        sample(&m, "rabbitmq_channel_get_ack_total"),
+        Some(1.0),
+        "{m}"
+    );
+    assert_eq!(
+        sample(
+            &m,
+            "rabbitmq_global_messages_routed_total{protocol=\"amqp091\"}"
+        ),
+        Some(2.0),
+        "{m}"
+    );
+    assert_eq!(sample(&m, "rabbitmq_channels"), Some(1.0), "{m}");
+    assert_eq!(
+        sample(&m, "rabbitmq_queues_created_total"),
+        Some(1.0),
+        "{m}"
+    );
+    assert!(
+        m.contains("# TYPE rabbitmq_channel_messages_published_total counter"),
+        "{m}"
+    );
+    let per = request(addr, "GET", "/metrics/per-object", None, None)
+        .await
+        .body;
+    assert!(
+        per.lines().any(
+            |l| l.starts_with("rabbitmq_channel_messages_published_total{channel=\"")
+                && l.contains(" (1)\",vhost=\"/\"} 3")
+        ),
+        "{per}"
+    );
+    let d = request(
+        addr,
+        "GET",
+        "/metrics/detailed?family=queue_coarse_metrics&family=connection_churn_metrics&vhost=%2F",
+        None,
+        None,
+    )
+    .await
+    .body;
+    assert_eq!(
+        sample(
+            &d,
+            "rabbitmq_detailed_queue_messages_ready{vhost=\"/\",queue=\"d-q\"}"
+        ),
+        Some(1.0),
+        "{d}"
+    );
+    assert_eq!(
+        sample(&d, "rabbitmq_detailed_connections_opened_total"),
+        Some(1.0),
+        "{d}"
+    );
+    assert!(!d.contains("rabbitmq_detailed_channel_consumers"), "{d}");
+    let none = request(
+        addr,
+        "GET",
+        "/metrics/detailed?family=queue_coarse_metrics&vhost=other",
+        None,
+        None,
+    )
+    .await
+    .body;
+    assert!(!none.contains("queue=\"d-q\""), "{none}");
+    // Closing the channel keeps its counts in the node totals.
+    within(conn.close(200, "bye".into())).await.expect("close");
+    let m = within(async {
+        loop {
+            let m = request(addr, "GET", "/metrics", None, None).await.body;
+            if sample(&m, "rabbitmq_channels_closed_total") == Some(1.0) {
+                return m;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        }
+    })
+    .await;
+    assert_eq!(
+        sample(&m, "rabbitmq_channel_messages_published_total"),
+        Some(3.0),
+        "{m}"
+    );
+}

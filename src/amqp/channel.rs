@@ -86,8 +86,15 @@ impl Confirms {
         }
     }
 
-    /// Reports every settled publish at the front: `emit(ack, tag, multiple)`.
-    pub fn drain(&mut self, mut emit: impl FnMut(bool, u64, bool)) {
+    /// Publishes not yet reported.
+    pub fn unconfirmed(&self) -> usize {
+        self.outstanding.len()
+    }
+
+    /// Reports every settled publish at the front: `emit(ack, tag, multiple)`; returns how
+    /// many were acked.
+    pub fn drain(&mut self, mut emit: impl FnMut(bool, u64, bool)) -> u64 {
+        let mut acked = 0;
         let mut run: Option<(u64, u64)> = None;
         while let Some(&(0, failed)) = self.outstanding.front() {
             self.outstanding.pop_front();
@@ -99,12 +106,14 @@ impl Confirms {
                 }
                 emit(false, seq, false);
             } else {
+                acked += 1;
                 run = Some((run.map_or(seq, |(s, _)| s), seq));
             }
         }
         if let Some((start, end)) = run {
             emit(true, end, end > start);
         }
+        acked
     }
 }
 
@@ -130,11 +139,18 @@ pub(crate) struct Channel {
     /// Direct reply-to consumer: (tag, token).
     pub reply_to: Option<(Arc<str>, String)>,
     pub tx: Option<TxState>,
+    /// What the management API and metrics see of this channel.
+    pub stats: crate::connections::ChannelRegistration,
 }
 
 impl Channel {
     /// A fresh channel; `max_unacked` (0: none) caps its unacknowledged deliveries.
-    pub fn new(id: u16, uid: u64, max_unacked: u32) -> Self {
+    pub fn new(
+        id: u16,
+        uid: u64,
+        max_unacked: u32,
+        stats: crate::connections::ChannelRegistration,
+    ) -> Self {
         Channel {
             id,
             uid,
@@ -150,7 +166,23 @@ impl Channel {
             confirms: Confirms::default(),
             reply_to: None,
             tx: None,
+            stats,
         }
+    }
+
+    /// Publishes the channel's gauges for the API (plain stores; called after each method and
+    /// delivery by the owning connection task).
+    pub fn update_gauges(&self) {
+        use std::sync::atomic::Ordering::Relaxed;
+        let s = &self.stats;
+        s.unacked.store(self.unacked.len() as u32, Relaxed);
+        s.unconfirmed
+            .store(self.confirms.unconfirmed() as u32, Relaxed);
+        s.consumers.store(self.consumers.len() as u32, Relaxed);
+        s.prefetch.store(self.prefetch, Relaxed);
+        s.global_prefetch.store(self.limiter.limit(), Relaxed);
+        s.confirm.store(self.confirm, Relaxed);
+        s.transactional.store(self.tx.is_some(), Relaxed);
     }
 
     /// Allocates the next delivery tag.

@@ -406,10 +406,12 @@ impl Connection {
                         self.check_user_channel_limit()?;
                         let uid = self.broker.next_id();
                         self.info.channels.fetch_add(1, Ordering::Relaxed);
+                        let stats = self.broker.connections.open_channel(&self.info, id);
                         *self.channel_slot(id) = Some(Box::new(Channel::new(
                             id,
                             uid,
                             self.broker.config.max_unacked_per_channel,
+                            stats,
                         )));
                         self.send_method(
                             id,
@@ -460,6 +462,7 @@ impl Connection {
         if ch.finished {
             self.info.channels.fetch_sub(1, Ordering::Relaxed);
         } else {
+            ch.update_gauges();
             *self.channel_slot(id) = Some(ch);
         }
         result
@@ -707,13 +710,21 @@ impl Connection {
             d.msg.body(),
             frame_max,
         );
-        if !d.no_ack {
+        use crate::channels::Counter;
+        if d.redelivered {
+            ch.stats.add(Counter::Redeliver, 1);
+        }
+        if d.no_ack {
+            ch.stats.add(Counter::DeliverNoAck, 1);
+        } else {
+            ch.stats.add(Counter::Deliver, 1);
             ch.unacked.push_back(crate::amqp::channel::UnackedEntry {
                 tag,
                 queue: d.queue,
                 seq: d.seq,
                 counted: true,
             });
+            ch.update_gauges();
         }
     }
 

@@ -3,6 +3,7 @@
 //! overview, vhosts and queues; errors use RabbitMQ's `{"error", "reason"}` shape.
 
 mod bindings;
+mod channels;
 mod connections;
 mod consumers;
 mod contents;
@@ -268,6 +269,13 @@ pub fn router(broker: Arc<Broker>) -> Router {
         .route("/api/aliveness-test/{vhost}", get(health::aliveness))
         .route("/api/consumers", get(consumers::list))
         .route("/api/consumers/{vhost}", get(consumers::of_vhost))
+        .route("/api/channels", get(channels::list))
+        .route("/api/channels/{name}", get(channels::show))
+        .route(
+            "/api/connections/{name}/channels",
+            get(channels::of_connection),
+        )
+        .route("/api/vhosts/{vhost}/channels", get(channels::of_vhost))
         .route("/api/connections", get(connections::list))
         .route(
             "/api/connections/{name}",

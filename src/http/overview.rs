@@ -11,7 +11,6 @@ pub(crate) const RABBITMQ_VERSION: &str = "3.13.7";
 pub(crate) async fn overview(State(b): State<AppState>, _: Authenticated) -> Json<Value> {
     let (mut queues, mut exchanges, mut ready, mut unacked, mut consumers) =
         (0u64, 0u64, 0u64, 0u64, 0u64);
-    let mut stats = crate::queue::stats::MessageStats::default();
     for v in b.vhosts() {
         exchanges += v.exchanges().len() as u64;
         for q in v.queues() {
@@ -20,13 +19,14 @@ pub(crate) async fn overview(State(b): State<AppState>, _: Authenticated) -> Jso
                 ready += u64::from(i.messages_ready);
                 unacked += u64::from(i.messages_unacknowledged);
                 consumers += u64::from(i.consumers);
-                for k in 0..stats.counts.len() {
-                    stats.counts[k] += i.message_stats.counts[k];
-                    stats.rates[k] += i.message_stats.rates[k];
-                }
             }
         }
     }
+    let channels = b.connections.channels();
+    let (counts, rates) = b
+        .connections
+        .channel_totals
+        .with_open(channels.iter().map(|(_, ch)| ch));
     let node = super::node_name(&b);
     Json(json!({
         "product_name": "Warren",
@@ -43,9 +43,9 @@ pub(crate) async fn overview(State(b): State<AppState>, _: Authenticated) -> Jso
             {"name": "x-delayed-message", "description": "Delayed Message Exchange", "enabled": true}
         ],
         "listeners": listeners(&b, &node),
-        "object_totals": {"queues": queues, "exchanges": exchanges, "consumers": consumers, "connections": b.connections.len(), "channels": 0},
+        "object_totals": {"queues": queues, "exchanges": exchanges, "consumers": consumers, "connections": b.connections.len(), "channels": channels.len()},
         "queue_totals": {"messages": ready + unacked, "messages_ready": ready, "messages_unacknowledged": unacked},
-        "message_stats": super::queues::message_stats_json(&stats)
+        "message_stats": super::channels::message_stats(&counts, &rates)
     }))
 }
 

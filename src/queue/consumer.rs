@@ -128,6 +128,11 @@ impl ChannelLimiter {
         }
     }
 
+    /// The channel-wide prefetch (0 = unlimited).
+    pub fn limit(&self) -> u32 {
+        self.limit.load(Ordering::Acquire)
+    }
+
     /// Sets the channel-wide prefetch (0 = unlimited).
     pub fn set_limit(&self, limit: u32) {
         self.limit.store(limit, Ordering::Release);

@@ -38,24 +38,46 @@ pub enum Counter {
 /// Shortest window a rate is computed over.
 const WINDOW_MS: u128 = 5_000;
 
-/// Counters and the last sample.
+/// Turns growing counters into per-second rates over a window of at least [`WINDOW_MS`]:
+/// the rates of the last full window are kept until the next one has passed.
 #[derive(Debug)]
-pub struct Stats {
-    counts: [u64; NAMES.len()],
-    sampled: [u64; NAMES.len()],
+pub struct Sampler<const N: usize> {
+    sampled: [u64; N],
     sampled_at: Instant,
-    rates: [f64; NAMES.len()],
+    rates: [f64; N],
 }
 
-impl Default for Stats {
+impl<const N: usize> Default for Sampler<N> {
     fn default() -> Self {
-        Stats {
-            counts: [0; NAMES.len()],
-            sampled: [0; NAMES.len()],
+        Sampler {
+            sampled: [0; N],
             sampled_at: Instant::now(),
-            rates: [0.0; NAMES.len()],
+            rates: [0.0; N],
         }
     }
+}
+
+impl<const N: usize> Sampler<N> {
+    /// The rates for these counts, taking a new sample when the window has passed.
+    pub fn sample(&mut self, counts: &[u64; N]) -> [f64; N] {
+        let elapsed = self.sampled_at.elapsed();
+        if elapsed.as_millis() >= WINDOW_MS {
+            let secs = elapsed.as_secs_f64();
+            for ((rate, now), then) in self.rates.iter_mut().zip(counts).zip(&self.sampled) {
+                *rate = now.saturating_sub(*then) as f64 / secs;
+            }
+            self.sampled = *counts;
+            self.sampled_at = Instant::now();
+        }
+        self.rates
+    }
+}
+
+/// A queue's counters and their sampler.
+#[derive(Debug, Default)]
+pub struct Stats {
+    counts: [u64; NAMES.len()],
+    sampler: Sampler<{ NAMES.len() }>,
 }
 
 /// A snapshot: totals and per-second rates.
@@ -75,18 +97,9 @@ impl Stats {
 
     /// Totals and rates, taking a new sample when the window has passed.
     pub fn snapshot(&mut self) -> MessageStats {
-        let elapsed = self.sampled_at.elapsed();
-        if elapsed.as_millis() >= WINDOW_MS {
-            let secs = elapsed.as_secs_f64();
-            for i in 0..NAMES.len() {
-                self.rates[i] = (self.counts[i] - self.sampled[i]) as f64 / secs;
-            }
-            self.sampled = self.counts;
-            self.sampled_at = Instant::now();
-        }
         MessageStats {
             counts: self.counts,
-            rates: self.rates,
+            rates: self.sampler.sample(&self.counts),
         }
     }
 }
@@ -99,7 +112,7 @@ mod tests {
     fn rates_come_from_the_window() {
         let mut s = Stats::default();
         s.add(Counter::Publish, 50);
-        s.sampled_at -= std::time::Duration::from_secs(10);
+        s.sampler.sampled_at -= std::time::Duration::from_secs(10);
         let snap = s.snapshot();
         assert_eq!(snap.counts[Counter::Publish as usize], 50);
         let rate = snap.rates[Counter::Publish as usize];

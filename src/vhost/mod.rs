@@ -84,6 +84,8 @@ pub struct VHost {
     pub limits: VhostLimits,
     /// Policies and operator policies (change through `put_policy` / `delete_policy`).
     pub policies: crate::policy::PolicySet,
+    /// queue.declare calls, queues created and queues deleted (Prometheus churn metrics).
+    pub queue_churn: [std::sync::atomic::AtomicU64; 3],
 }
 
 /// Describes an argument value as RabbitMQ's inequivalence errors do.
@@ -124,6 +126,7 @@ impl VHost {
             max_queues: AtomicUsize::new(max_queues),
             limits: VhostLimits::default(),
             policies: Default::default(),
+            queue_churn: Default::default(),
         };
         for (x, kind, internal) in [
             ("", ExchangeKind::Direct, false),
@@ -566,6 +569,7 @@ impl VHost {
         o: &QueueOptions,
         connection: u64,
     ) -> AmqpResult<QueueRef> {
+        self.queue_churn[0].fetch_add(1, Ordering::Relaxed);
         if let Some(q) = self.queues.get(name).map(|q| q.clone()) {
             self.check_exclusive(&q, connection)?;
             q.touch();
@@ -643,6 +647,7 @@ impl VHost {
             }
         }
         let entry = self.queues.entry(name.to_owned()).or_insert_with(|| {
+            self.queue_churn[1].fetch_add(1, Ordering::Relaxed);
             QueueShared::spawn(
                 name.to_owned(),
                 self,
@@ -731,7 +736,13 @@ impl VHost {
     /// Drops a queue from the registry and every binding to it (its task stops on its own).
     pub fn forget_queue(&self, q: &QueueRef) {
         q.mark_deleted();
-        self.queues.remove_if(&q.name, |_, v| Arc::ptr_eq(v, q));
+        if self
+            .queues
+            .remove_if(&q.name, |_, v| Arc::ptr_eq(v, q))
+            .is_some()
+        {
+            self.queue_churn[2].fetch_add(1, Ordering::Relaxed);
+        }
         self.remove_destination(&Destination::Queue(q.clone()));
     }
 }

@@ -4,6 +4,7 @@ use super::generated_name;
 use crate::amqp::channel::{group_by_queue, Channel, ChannelConsumer, Settle, UnackedEntry};
 use crate::amqp::codec;
 use crate::amqp::connection::Connection;
+use crate::channels::Counter;
 use crate::error::{AmqpError, AmqpResult};
 use crate::permissions::Access;
 use crate::queue::consumer::ConsumerSpec;
@@ -166,11 +167,25 @@ impl Connection {
             )));
         }
         match q.get(g.no_ack).await? {
-            None => self.send_method(
-                ch.id,
-                AMQPClass::Basic(basic::AMQPMethod::GetEmpty(basic::GetEmpty {})),
-            ),
+            None => {
+                ch.stats.add(Counter::GetEmpty, 1);
+                self.send_method(
+                    ch.id,
+                    AMQPClass::Basic(basic::AMQPMethod::GetEmpty(basic::GetEmpty {})),
+                )
+            }
             Some(r) => {
+                ch.stats.add(
+                    if g.no_ack {
+                        Counter::GetNoAck
+                    } else {
+                        Counter::Get
+                    },
+                    1,
+                );
+                if r.redelivered {
+                    ch.stats.add(Counter::Redeliver, 1);
+                }
                 let tag = ch.next_delivery_tag();
                 codec::encode_get_ok(
                     &mut self.out,
@@ -230,6 +245,9 @@ impl Connection {
 /// Tells the queues what became of settled deliveries and returns channel-wide credit.
 pub(crate) async fn apply_settles(ch: &mut Channel, entries: Vec<UnackedEntry>, how: Settle) {
     let counted = entries.iter().filter(|e| e.counted).count() as u32;
+    if how == Settle::Ack {
+        ch.stats.add(Counter::Ack, entries.len() as u64);
+    }
     for (q, seqs) in group_by_queue(entries.into_iter().map(|e| (e.queue, e.seq))) {
         match how {
             Settle::Ack => q.ack(seqs).await,

@@ -4,6 +4,7 @@
 use crate::amqp::channel::{Channel, PendingContent};
 use crate::amqp::codec::{self, ContentHeader};
 use crate::amqp::connection::Connection;
+use crate::channels::Counter;
 use crate::confirm::ConfirmToken;
 use crate::error::{code, AmqpError, AmqpResult};
 use crate::exchange::Exchange;
@@ -154,6 +155,7 @@ impl Connection {
         }
         self.authorize_topic(&x, msg.routing_key.as_str())?;
         let msg = self.rewrite_reply_to(ch, msg)?;
+        ch.stats.add(Counter::Publish, 1);
         if x.delayed {
             if let (Some(delay), Some(delayer)) =
                 (crate::delayed::delay_of(&msg), self.broker.delayer())
@@ -178,6 +180,7 @@ impl Connection {
         }
         if x.name.is_empty() && super::is_reply_address(msg.routing_key.as_str()) {
             if !self.deliver_reply(msg.routing_key.as_str(), &msg) && p.mandatory {
+                ch.stats.add(Counter::ReturnUnroutable, 1);
                 self.return_unroutable(ch.id, &msg);
             }
             if ch.confirm {
@@ -194,8 +197,13 @@ impl Connection {
         } else {
             self.vhost.route(&x, &msg, &extra_keys, &mut targets);
         }
-        if targets.is_empty() && p.mandatory {
-            self.return_unroutable(ch.id, &msg);
+        if targets.is_empty() {
+            if p.mandatory {
+                ch.stats.add(Counter::ReturnUnroutable, 1);
+                self.return_unroutable(ch.id, &msg);
+            } else {
+                ch.stats.add(Counter::DropUnroutable, 1);
+            }
         }
         let seq = ch.confirms.next_seq();
         let mut waits = 0;
@@ -290,9 +298,11 @@ impl Connection {
                 if ch.closing {
                     continue;
                 }
-                ch.confirms.drain(|ack, tag, multiple| {
+                let acked = ch.confirms.drain(|ack, tag, multiple| {
                     codec::encode_confirm(out, *id, ack, tag, multiple)
                 });
+                ch.stats.add(Counter::Confirm, acked);
+                ch.update_gauges();
             }
         }
         self.confirm_dirty = dirty;

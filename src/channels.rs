@@ -1,0 +1,156 @@
+//! Channel records for the management API and the Prometheus metrics. Each open channel has a
+//! [`ChannelInfo`] listed on its connection; the connection task that owns the channel is the
+//! only writer of its counters, so a bump is a plain load and store (no locked instruction, no
+//! lock) and readers sample them. When a channel goes, its counts are folded into the
+//! node-wide totals, so the overview and `*_total` metrics never go backwards.
+
+use crate::queue::stats::Sampler;
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+
+/// What is counted per channel, in RabbitMQ's `message_stats` names.
+pub const NAMES: [&str; 11] = [
+    "publish",
+    "confirm",
+    "return_unroutable",
+    "drop_unroutable",
+    "deliver",
+    "deliver_no_ack",
+    "get",
+    "get_no_ack",
+    "get_empty",
+    "ack",
+    "redeliver",
+];
+
+/// Index of each counter in [`NAMES`].
+#[derive(Clone, Copy, Debug)]
+pub enum Counter {
+    /// Messages published.
+    Publish = 0,
+    /// Publishes confirmed (acked) to the publisher.
+    Confirm = 1,
+    /// Unroutable mandatory publishes returned.
+    ReturnUnroutable = 2,
+    /// Unroutable publishes dropped.
+    DropUnroutable = 3,
+    /// Deliveries to consumers that ack.
+    Deliver = 4,
+    /// Deliveries to no-ack consumers.
+    DeliverNoAck = 5,
+    /// basic.get with ack.
+    Get = 6,
+    /// basic.get without ack.
+    GetNoAck = 7,
+    /// basic.get on an empty queue.
+    GetEmpty = 8,
+    /// Acknowledged deliveries.
+    Ack = 9,
+    /// Deliveries flagged redelivered.
+    Redeliver = 10,
+}
+
+/// Counts in [`NAMES`] order.
+pub type Counts = [u64; NAMES.len()];
+
+/// One open channel as the API shows it.
+#[derive(Debug)]
+pub struct ChannelInfo {
+    /// Channel number.
+    pub number: u16,
+    counters: [AtomicU64; NAMES.len()],
+    /// Consumers on the channel.
+    pub consumers: AtomicU32,
+    /// basic.qos prefetch for new consumers.
+    pub prefetch: AtomicU32,
+    /// basic.qos global prefetch.
+    pub global_prefetch: AtomicU32,
+    /// Deliveries not yet acknowledged.
+    pub unacked: AtomicU32,
+    /// Publishes not yet confirmed.
+    pub unconfirmed: AtomicU32,
+    /// In confirm mode.
+    pub confirm: AtomicBool,
+    /// In transaction mode.
+    pub transactional: AtomicBool,
+    sampler: Mutex<Sampler<{ NAMES.len() }>>,
+}
+
+impl ChannelInfo {
+    /// A record for channel `number`.
+    pub fn new(number: u16) -> Self {
+        ChannelInfo {
+            number,
+            counters: Default::default(),
+            consumers: AtomicU32::new(0),
+            prefetch: AtomicU32::new(0),
+            global_prefetch: AtomicU32::new(0),
+            unacked: AtomicU32::new(0),
+            unconfirmed: AtomicU32::new(0),
+            confirm: AtomicBool::new(false),
+            transactional: AtomicBool::new(false),
+            sampler: Mutex::new(Sampler::default()),
+        }
+    }
+
+    /// Adds `n` to a counter. Only the channel's connection task calls this (single writer).
+    #[inline]
+    pub fn add(&self, c: Counter, n: u64) {
+        let a = &self.counters[c as usize];
+        a.store(a.load(Ordering::Relaxed) + n, Ordering::Relaxed);
+    }
+
+    /// The counters now.
+    pub fn counts(&self) -> Counts {
+        std::array::from_fn(|i| self.counters[i].load(Ordering::Relaxed))
+    }
+
+    /// Counts and per-second rates (over a window of at least five seconds).
+    pub fn stats(&self) -> (Counts, [f64; NAMES.len()]) {
+        let counts = self.counts();
+        let rates = match self.sampler.lock() {
+            Ok(mut s) => s.sample(&counts),
+            Err(_) => [0.0; NAMES.len()],
+        };
+        (counts, rates)
+    }
+}
+
+/// Node-wide channel totals: what closed channels counted, plus open/close counters.
+#[derive(Debug, Default)]
+pub struct ChannelTotals {
+    closed: [AtomicU64; NAMES.len()],
+    /// Channels opened since start.
+    pub opened: AtomicU64,
+    /// Channels closed since start.
+    pub closed_channels: AtomicU64,
+    sampler: Mutex<Sampler<{ NAMES.len() }>>,
+}
+
+impl ChannelTotals {
+    /// Folds a closing channel's counts in.
+    pub fn fold(&self, counts: &Counts) {
+        for (slot, n) in self.closed.iter().zip(counts) {
+            slot.fetch_add(*n, Ordering::Relaxed);
+        }
+        self.closed_channels.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Totals over closed channels and the open ones given, with node-wide rates.
+    pub fn with_open<'a>(
+        &self,
+        open: impl IntoIterator<Item = &'a Arc<ChannelInfo>>,
+    ) -> (Counts, [f64; NAMES.len()]) {
+        let mut counts: Counts = std::array::from_fn(|i| self.closed[i].load(Ordering::Relaxed));
+        for c in open {
+            for (sum, n) in counts.iter_mut().zip(c.counts()) {
+                *sum += n;
+            }
+        }
+        let rates = match self.sampler.lock() {
+            Ok(mut s) => s.sample(&counts),
+            Err(_) => [0.0; NAMES.len()],
+        };
+        (counts, rates)
+    }
+}

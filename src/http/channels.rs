@@ -1,0 +1,117 @@
+//! `/api/channels[/{name}]`, `/api/connections/{name}/channels` and
+//! `/api/vhosts/{vhost}/channels`: the open channels from the connection registry, in
+//! RabbitMQ's JSON, with their `message_stats`. Visibility as for connections.
+
+use super::connections::sees_all;
+use super::{ApiError, AppState, Authenticated};
+use crate::channels::{ChannelInfo, NAMES};
+use crate::connections::ConnectionInfo;
+use axum::extract::{Path, State};
+use axum::Json;
+use serde_json::{json, Map, Value};
+use std::sync::atomic::Ordering::Relaxed;
+use std::sync::Arc;
+
+/// RabbitMQ's `message_stats` of a channel (or the node): totals with `*_details.rate`,
+/// plus `deliver_get`.
+pub(crate) fn message_stats(counts: &[u64; NAMES.len()], rates: &[f64; NAMES.len()]) -> Value {
+    let mut m = Map::new();
+    for (i, name) in NAMES.iter().enumerate() {
+        m.insert((*name).into(), json!(counts[i]));
+        m.insert(format!("{name}_details"), json!({"rate": rates[i]}));
+    }
+    // deliver_get: deliver, deliver_no_ack, get and get_no_ack (indices 4 to 7).
+    m.insert(
+        "deliver_get".into(),
+        json!(counts[4..=7].iter().sum::<u64>()),
+    );
+    m.insert(
+        "deliver_get_details".into(),
+        json!({"rate": rates[4..=7].iter().sum::<f64>()}),
+    );
+    Value::Object(m)
+}
+
+fn channel_json(b: &AppState, c: &ConnectionInfo, ch: &ChannelInfo) -> Value {
+    let (counts, rates) = ch.stats();
+    json!({
+        "name": c.channel_name(ch.number),
+        "number": ch.number,
+        "node": super::node_name(b),
+        "user": c.user,
+        "user_who_performed_action": c.user,
+        "vhost": c.vhost,
+        "connection_details": {
+            "name": c.name(),
+            "peer_host": c.peer.ip().to_string(),
+            "peer_port": c.peer.port(),
+        },
+        "consumer_count": ch.consumers.load(Relaxed),
+        "prefetch_count": ch.prefetch.load(Relaxed),
+        "global_prefetch_count": ch.global_prefetch.load(Relaxed),
+        "messages_unacknowledged": ch.unacked.load(Relaxed),
+        "messages_unconfirmed": ch.unconfirmed.load(Relaxed),
+        "messages_uncommitted": 0,
+        "acks_uncommitted": 0,
+        "confirm": ch.confirm.load(Relaxed),
+        "transactional": ch.transactional.load(Relaxed),
+        "state": "running",
+        "message_stats": message_stats(&counts, &rates),
+    })
+}
+
+fn visible(
+    b: &AppState,
+    user: &crate::auth::User,
+    keep: impl Fn(&ConnectionInfo) -> bool,
+) -> Vec<Value> {
+    let mut list: Vec<(Arc<ConnectionInfo>, Arc<ChannelInfo>)> = b.connections.channels();
+    list.sort_by_key(|(c, ch)| (c.id, ch.number));
+    list.iter()
+        .filter(|(c, _)| (sees_all(user) || c.user == user.name) && keep(c))
+        .map(|(c, ch)| channel_json(b, c, ch))
+        .collect()
+}
+
+pub(crate) async fn list(
+    State(b): State<AppState>,
+    Authenticated(user): Authenticated,
+) -> Json<Value> {
+    Json(Value::Array(visible(&b, &user, |_| true)))
+}
+
+pub(crate) async fn of_vhost(
+    State(b): State<AppState>,
+    Authenticated(user): Authenticated,
+    Path(vhost): Path<String>,
+) -> Result<Json<Value>, ApiError> {
+    b.vhost(&vhost).ok_or_else(ApiError::not_found)?;
+    Ok(Json(Value::Array(visible(&b, &user, |c| c.vhost == vhost))))
+}
+
+pub(crate) async fn of_connection(
+    State(b): State<AppState>,
+    Authenticated(user): Authenticated,
+    Path(name): Path<String>,
+) -> Result<Json<Value>, ApiError> {
+    let c = b
+        .connections
+        .by_name(&name)
+        .filter(|c| sees_all(&user) || c.user == user.name)
+        .ok_or_else(ApiError::not_found)?;
+    Ok(Json(Value::Array(visible(&b, &user, |x| x.id == c.id))))
+}
+
+pub(crate) async fn show(
+    State(b): State<AppState>,
+    Authenticated(user): Authenticated,
+    Path(name): Path<String>,
+) -> Result<Json<Value>, ApiError> {
+    b.connections
+        .channels()
+        .iter()
+        .filter(|(c, _)| sees_all(&user) || c.user == user.name)
+        .find(|(c, ch)| c.channel_name(ch.number) == name)
+        .map(|(c, ch)| Json(channel_json(&b, c, ch)))
+        .ok_or_else(ApiError::not_found)
+}
