@@ -105,6 +105,7 @@ pub struct TopicPermission {
     write: String,
     read: String,
     write_compiled: Pattern,
+    read_compiled: Pattern,
 }
 
 impl TopicPermission {
@@ -117,12 +118,13 @@ impl TopicPermission {
         vhost: &str,
     ) -> Result<TopicPermission, String> {
         let write_compiled = Pattern::new(&expand(write, user, vhost))?;
-        Pattern::new(&expand(read, user, vhost))?;
+        let read_compiled = Pattern::new(&expand(read, user, vhost))?;
         Ok(TopicPermission {
             exchange: exchange.to_owned(),
             write: write.to_owned(),
             read: read.to_owned(),
             write_compiled,
+            read_compiled,
         })
     }
 
@@ -139,6 +141,11 @@ impl TopicPermission {
     /// Whether its user may publish to this exchange with `routing_key`.
     pub fn allows_write(&self, routing_key: &str) -> bool {
         self.write_compiled.matches(routing_key)
+    }
+
+    /// Whether its user may bind from this exchange with `routing_key`.
+    pub fn allows_read(&self, routing_key: &str) -> bool {
+        self.read_compiled.matches(routing_key)
     }
 }
 

@@ -134,6 +134,29 @@ async fn vhosts_are_created_and_deleted_at_runtime() {
         .await
         .json();
     assert_eq!(queues[0]["name"], "jobs");
+    within(ch.basic_publish(
+        "".into(),
+        "jobs".into(),
+        BasicPublishOptions::default(),
+        b"j",
+        lapin::BasicProperties::default(),
+    ))
+    .await
+    .expect("publish");
+    let apps = within(async {
+        loop {
+            let v = request(addr, "GET", "/api/vhosts/apps", ADMIN, None)
+                .await
+                .json();
+            if v["messages"] == 1 {
+                return v;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        }
+    })
+    .await;
+    assert_eq!(apps["messages_ready"], 1);
+    assert_eq!(apps["messages_unacknowledged"], 0);
     // Deleting the vhost closes its connections and removes its queues and permissions.
     let closing = server_close_code(conn.events_listener());
     assert_eq!(

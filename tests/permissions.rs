@@ -7,7 +7,7 @@ mod common;
 use common::http::request;
 use common::*;
 use lapin::options::*;
-use lapin::types::FieldTable;
+use lapin::types::{AMQPValue, FieldTable};
 use lapin::{BasicProperties, Channel};
 
 const ADMIN: Option<(&str, &str)> = Some(("guest", "guest"));
@@ -269,4 +269,69 @@ async fn topic_permissions_limit_routing_keys_and_persist() {
         .await
         .expect_err("no vhost access");
     assert_eq!(code(&e), Some(530));
+}
+
+#[tokio::test]
+async fn forwarding_targets_and_topic_binds_are_checked_as_in_rabbitmq() {
+    let b = start().await;
+    // frank may configure and read anything, but write only to "ok-*".
+    user_with(&b, "frank", ".*", "^ok-", ".*").await;
+    let mut dlx = FieldTable::default();
+    dlx.insert(
+        "x-dead-letter-exchange".into(),
+        AMQPValue::LongString("secret".into()),
+    );
+    let (_c, ch) = channel_as(&b, "frank").await;
+    refused(
+        within(ch.queue_declare("ok-q".into(), QueueDeclareOptions::default(), dlx.clone())).await,
+        "access to exchange 'secret' in vhost '/' refused for user 'frank'",
+    );
+    let mut ok_dlx = FieldTable::default();
+    ok_dlx.insert(
+        "x-dead-letter-exchange".into(),
+        AMQPValue::LongString("ok-dlx".into()),
+    );
+    let (_c, ch) = channel_as(&b, "frank").await;
+    within(ch.queue_declare("ok-q".into(), QueueDeclareOptions::default(), ok_dlx))
+        .await
+        .expect("a dead-letter exchange frank may write to");
+    let mut ae = FieldTable::default();
+    ae.insert(
+        "alternate-exchange".into(),
+        AMQPValue::LongString("secret".into()),
+    );
+    refused(
+        within(ch.exchange_declare(
+            "ok-x".into(),
+            lapin::ExchangeKind::Direct,
+            Default::default(),
+            ae,
+        ))
+        .await,
+        "access to exchange 'secret' in vhost '/' refused for user 'frank'",
+    );
+    // Topic read permissions restrict binding keys on topic exchanges.
+    let body = r#"{"exchange":"amq.topic","write":".*","read":"^public\\."}"#;
+    assert_eq!(put(&b, "/api/topic-permissions/%2F/frank", body).await, 201);
+    let (_c, ch) = channel_as(&b, "frank").await;
+    within(ch.queue_declare(
+        "ok-mine".into(),
+        QueueDeclareOptions::default(),
+        FieldTable::default(),
+    ))
+    .await
+    .expect("declare");
+    within(ch.queue_bind(
+        "ok-mine".into(),
+        "amq.topic".into(),
+        "public.news".into(),
+        Default::default(),
+        FieldTable::default(),
+    ))
+    .await
+    .expect("an allowed key");
+    refused(
+        within(ch.queue_bind("ok-mine".into(), "amq.topic".into(), "private.#".into(), Default::default(), FieldTable::default())).await,
+        "read access to topic 'private.#' in exchange 'amq.topic' in vhost '/' refused for user 'frank'",
+    );
 }

@@ -9,21 +9,39 @@ use axum::http::StatusCode;
 use axum::Json;
 use serde_json::{json, Value};
 
-fn vhost_json(name: &str) -> Value {
+/// A vhost as RabbitMQ shows it, with the message counts of its queues.
+async fn vhost_json(b: &AppState, v: &crate::vhost::VHost) -> Value {
+    let (mut ready, mut unacked) = (0u64, 0u64);
+    for q in v.queues() {
+        if let Ok(i) = q.info().await {
+            ready += u64::from(i.messages_ready);
+            unacked += u64::from(i.messages_unacknowledged);
+        }
+    }
+    let mut cluster_state = serde_json::Map::new();
+    cluster_state.insert(super::node_name(b), json!("running"));
     json!({
-        "name": name,
+        "name": v.name,
         "description": "",
         "tags": [],
         "default_queue_type": "classic",
         "metadata": {"description": "", "tags": []},
         "tracing": false,
+        "cluster_state": cluster_state,
+        "messages": ready + unacked,
+        "messages_ready": ready,
+        "messages_unacknowledged": unacked,
     })
 }
 
 pub(crate) async fn list(State(b): State<AppState>, _: Authenticated) -> Json<Value> {
-    let mut names: Vec<String> = b.vhosts().iter().map(|v| v.name.clone()).collect();
-    names.sort();
-    Json(Value::Array(names.iter().map(|n| vhost_json(n)).collect()))
+    let mut vhosts = b.vhosts();
+    vhosts.sort_by(|a, b| a.name.cmp(&b.name));
+    let mut out = Vec::with_capacity(vhosts.len());
+    for v in &vhosts {
+        out.push(vhost_json(&b, v).await);
+    }
+    Json(Value::Array(out))
 }
 
 pub(crate) async fn show(
@@ -32,7 +50,7 @@ pub(crate) async fn show(
     Path(name): Path<String>,
 ) -> Result<Json<Value>, ApiError> {
     let v = b.vhost(&name).ok_or_else(ApiError::not_found)?;
-    Ok(Json(vhost_json(&v.name)))
+    Ok(Json(vhost_json(&b, &v).await))
 }
 
 pub(crate) async fn put(

@@ -30,20 +30,55 @@ impl Connection {
 
     /// Checks the topic permissions (read when the connection opened) of a publish.
     pub(crate) fn authorize_topic(&self, x: &Exchange, routing_key: &str) -> AmqpResult<()> {
+        self.check_topic(x, routing_key, false)
+    }
+
+    /// Checks the topic read permission of a binding from `source` (a topic exchange) with
+    /// `routing_key`, as RabbitMQ checks queue.bind and exchange.bind.
+    pub(crate) fn authorize_topic_read(&self, source: &str, routing_key: &str) -> AmqpResult<()> {
+        match self.vhost.exchange(source) {
+            Ok(x) => self.check_topic(&x, routing_key, true),
+            Err(_) => Ok(()),
+        }
+    }
+
+    fn check_topic(&self, x: &Exchange, routing_key: &str, read: bool) -> AmqpResult<()> {
         let Some(topics) = &self.topic_permissions else {
             return Ok(());
         };
         if x.kind != ExchangeKind::Topic {
             return Ok(());
         }
-        match topics.iter().find(|t| t.exchange == x.name) {
-            Some(t) if !t.allows_write(routing_key) => Err(crate::error::AmqpError::access_refused(
-                format!(
-                    "write access to topic '{routing_key}' in exchange '{}' in vhost '{}' refused for user '{}'",
-                    x.name, self.vhost.name, self.user
-                ),
-            )),
-            _ => Ok(()),
+        let Some(t) = topics.iter().find(|t| t.exchange == x.name) else {
+            return Ok(());
+        };
+        let (allowed, what) = if read {
+            (t.allows_read(routing_key), "read")
+        } else {
+            (t.allows_write(routing_key), "write")
+        };
+        if allowed {
+            return Ok(());
         }
+        Err(crate::error::AmqpError::access_refused(format!(
+            "{what} access to topic '{routing_key}' in exchange '{}' in vhost '{}' refused for user '{}'",
+            x.name, self.vhost.name, self.user
+        )))
+    }
+
+    /// A new queue with a dead-letter exchange (or a new exchange with an alternate one) needs
+    /// read on itself and write on that exchange, as in RabbitMQ.
+    pub(crate) fn authorize_forwarding(
+        &self,
+        kind: &str,
+        name: &str,
+        args: &amq_protocol::types::FieldTable,
+        key: &str,
+    ) -> AmqpResult<()> {
+        if let Some(target) = args.inner().get(key).and_then(crate::queue::args::text) {
+            self.authorize(Access::Read, kind, name)?;
+            self.authorize(Access::Write, "exchange", &target)?;
+        }
+        Ok(())
     }
 }

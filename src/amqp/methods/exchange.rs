@@ -33,12 +33,13 @@ impl Connection {
 
     /// Write on the destination, read on the source (the default exchange is refused later
     /// with its own error).
-    fn authorize_binding(&self, destination: &str, source: &str) -> AmqpResult<()> {
+    fn authorize_binding(&self, destination: &str, source: &str, key: &str) -> AmqpResult<()> {
         if !destination.is_empty() {
             self.authorize(Access::Write, "exchange", destination)?;
         }
         if !source.is_empty() {
             self.authorize(Access::Read, "exchange", source)?;
+            self.authorize_topic_read(source, key)?;
         }
         Ok(())
     }
@@ -46,6 +47,12 @@ impl Connection {
     fn exchange_declare(&mut self, ch: &mut Channel, d: exchange::Declare) -> AmqpResult<()> {
         if !d.passive && !d.exchange.as_str().is_empty() {
             self.authorize(Access::Configure, "exchange", d.exchange.as_str())?;
+            self.authorize_forwarding(
+                "exchange",
+                d.exchange.as_str(),
+                &d.arguments,
+                "alternate-exchange",
+            )?;
         }
         self.vhost.exchange_declare(
             d.exchange.as_str(),
@@ -83,7 +90,11 @@ impl Connection {
     }
 
     fn exchange_bind(&mut self, ch: &mut Channel, b: exchange::Bind) -> AmqpResult<()> {
-        self.authorize_binding(b.destination.as_str(), b.source.as_str())?;
+        self.authorize_binding(
+            b.destination.as_str(),
+            b.source.as_str(),
+            b.routing_key.as_str(),
+        )?;
         self.vhost.exchange_bind(
             b.destination.as_str(),
             b.source.as_str(),
@@ -100,7 +111,11 @@ impl Connection {
     }
 
     fn exchange_unbind(&mut self, ch: &mut Channel, u: exchange::Unbind) -> AmqpResult<()> {
-        self.authorize_binding(u.destination.as_str(), u.source.as_str())?;
+        self.authorize_binding(
+            u.destination.as_str(),
+            u.source.as_str(),
+            u.routing_key.as_str(),
+        )?;
         self.vhost.exchange_unbind(
             u.destination.as_str(),
             u.source.as_str(),

@@ -56,6 +56,9 @@ impl Connection {
         };
         if !d.passive {
             self.authorize(Access::Configure, "queue", &name)?;
+            if self.vhost.queue(&name).is_err() {
+                self.authorize_forwarding("queue", &name, &d.arguments, "x-dead-letter-exchange")?;
+            }
         }
         let q = self.vhost.queue_declare(
             &name,
@@ -91,6 +94,7 @@ impl Connection {
     fn queue_bind(&mut self, ch: &mut Channel, b: queue::Bind) -> AmqpResult<()> {
         self.authorize(Access::Write, "queue", b.queue.as_str())?;
         self.authorize(Access::Read, "exchange", b.exchange.as_str())?;
+        self.authorize_topic_read(b.exchange.as_str(), b.routing_key.as_str())?;
         self.vhost.queue_bind(
             b.queue.as_str(),
             b.exchange.as_str(),
@@ -110,6 +114,7 @@ impl Connection {
     fn queue_unbind(&mut self, ch: &mut Channel, u: queue::Unbind) -> AmqpResult<()> {
         self.authorize(Access::Write, "queue", u.queue.as_str())?;
         self.authorize(Access::Read, "exchange", u.exchange.as_str())?;
+        self.authorize_topic_read(u.exchange.as_str(), u.routing_key.as_str())?;
         self.vhost.queue_unbind(
             u.queue.as_str(),
             u.exchange.as_str(),
