@@ -105,14 +105,21 @@ impl ChannelInfo {
         std::array::from_fn(|i| self.counters[i].load(Ordering::Relaxed))
     }
 
-    /// Counts and per-second rates (over a window of at least five seconds).
-    pub fn stats(&self) -> (Counts, [f64; NAMES.len()]) {
+    /// Samples the counters into rates (the stats timer's tick).
+    pub fn sample(&self) {
         let counts = self.counts();
-        let rates = match self.sampler.lock() {
-            Ok(mut s) => s.sample(&counts),
-            Err(_) => [0.0; NAMES.len()],
-        };
-        (counts, rates)
+        if let Ok(mut s) = self.sampler.lock() {
+            s.sample(&counts);
+        }
+    }
+
+    /// Counts and the per-second rates of the last sample.
+    pub fn stats(&self) -> (Counts, [f64; NAMES.len()]) {
+        let rates = self
+            .sampler
+            .lock()
+            .map_or([0.0; NAMES.len()], |s| s.rates());
+        (self.counts(), rates)
     }
 }
 
@@ -136,7 +143,8 @@ impl ChannelTotals {
         self.closed_channels.fetch_add(1, Ordering::Relaxed);
     }
 
-    /// Totals over closed channels and the open ones given, with node-wide rates.
+    /// Totals over closed channels and the open ones given, with the node-wide rates of the
+    /// last sample.
     pub fn with_open<'a>(
         &self,
         open: impl IntoIterator<Item = &'a Arc<ChannelInfo>>,
@@ -147,10 +155,18 @@ impl ChannelTotals {
                 *sum += n;
             }
         }
-        let rates = match self.sampler.lock() {
-            Ok(mut s) => s.sample(&counts),
-            Err(_) => [0.0; NAMES.len()],
-        };
+        let rates = self
+            .sampler
+            .lock()
+            .map_or([0.0; NAMES.len()], |s| s.rates());
         (counts, rates)
+    }
+
+    /// Samples the node totals into rates (the stats timer's tick).
+    pub fn sample<'a>(&self, open: impl IntoIterator<Item = &'a Arc<ChannelInfo>>) {
+        let (counts, _) = self.with_open(open);
+        if let Ok(mut s) = self.sampler.lock() {
+            s.sample(&counts);
+        }
     }
 }

@@ -38,6 +38,9 @@ pub struct Config {
     /// Milliseconds a consumer may hold a delivery unacknowledged before its channel is closed
     /// with 406 (RabbitMQ's `consumer_timeout`, 30 minutes); 0 disables.
     pub consumer_timeout: u64,
+    /// Milliseconds between samples of the message rates (RabbitMQ's
+    /// `collect_statistics_interval`, 5 s).
+    pub collect_statistics_interval: u64,
     /// TLS AMQP listener address (RabbitMQ's port is 5671); needs `tls_cert` and `tls_key`.
     pub amqps_listen: Option<SocketAddr>,
     /// HTTPS listener for the management API (RabbitMQ's port is 15671).
@@ -105,6 +108,7 @@ impl Default for Config {
             handshake_timeout: 10,
             store_cache_bytes: 32 << 20,
             consumer_timeout: 1_800_000,
+            collect_statistics_interval: 5_000,
             loopback_users: vec!["guest".into()],
             amqps_listen: None,
             https_listen: None,

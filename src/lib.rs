@@ -22,6 +22,7 @@ pub mod metrics;
 pub mod permissions;
 pub mod policy;
 pub mod queue;
+pub mod sampler;
 pub mod store;
 pub mod tls;
 pub mod vhost;
@@ -123,6 +124,11 @@ impl Server {
                 header,
             )),
             tokio::spawn(amqp::serve(listener, broker.clone(), rx.clone(), None)),
+            tokio::spawn(sampler::run(
+                Arc::downgrade(&broker),
+                std::time::Duration::from_millis(cfg.collect_statistics_interval),
+                rx.clone(),
+            )),
         ];
         let mut amqps_addr = None;
         let mut https_addr = None;

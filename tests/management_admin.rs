@@ -630,3 +630,71 @@ fn urlencode(s: &str) -> String {
         })
         .collect()
 }
+
+#[tokio::test]
+async fn rates_are_sampled_by_the_stats_timer() {
+    let b = start_with(|c| c.collect_statistics_interval = 200).await;
+    let addr = b.server.http_addr;
+    let (_c, ch) = b.channel().await;
+    within(ch.queue_declare(
+        "r".into(),
+        QueueDeclareOptions::default(),
+        FieldTable::default(),
+    ))
+    .await
+    .expect("declare");
+    let rate = |v: &serde_json::Value| v["message_stats"]["publish_details"]["rate"].as_f64();
+    // While messages flow, every level reports a publish rate.
+    let publishing = async {
+        loop {
+            within(ch.basic_publish(
+                "".into(),
+                "r".into(),
+                BasicPublishOptions::default(),
+                b"m",
+                lapin::BasicProperties::default(),
+            ))
+            .await
+            .expect("publish");
+            tokio::time::sleep(std::time::Duration::from_millis(2)).await;
+        }
+    };
+    let watching = async {
+        loop {
+            let o = request(addr, "GET", "/api/overview", ADMIN, None)
+                .await
+                .json();
+            let q = request(addr, "GET", "/api/queues/%2F/r", ADMIN, None)
+                .await
+                .json();
+            let c = request(addr, "GET", "/api/channels", ADMIN, None)
+                .await
+                .json();
+            if [rate(&o), rate(&q), rate(&c[0])]
+                .iter()
+                .all(|r| r.is_some_and(|r| r > 0.0))
+            {
+                return;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+        }
+    };
+    within(async {
+        tokio::select! {
+            _ = publishing => {}
+            _ = watching => {}
+        }
+    })
+    .await;
+    // Once publishing stops, the next samples bring the rates back to zero without anyone
+    // reading in between.
+    tokio::time::sleep(std::time::Duration::from_millis(700)).await;
+    let o = request(addr, "GET", "/api/overview", ADMIN, None)
+        .await
+        .json();
+    let q = request(addr, "GET", "/api/queues/%2F/r", ADMIN, None)
+        .await
+        .json();
+    assert_eq!(rate(&o), Some(0.0), "{o}");
+    assert_eq!(rate(&q), Some(0.0), "{q}");
+}

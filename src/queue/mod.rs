@@ -127,6 +127,7 @@ pub(crate) enum QueueCmd {
     Consumers(oneshot::Sender<Vec<ConsumerSummary>>),
     Flush(oneshot::Sender<()>),
     Touch,
+    Sample,
     Policy(Arc<args::QueueArgs>),
     Shutdown,
     Kick,
@@ -359,6 +360,12 @@ impl QueueShared {
         if self.applied().args.expires.is_some() {
             let _ = self.tx.try_send(QueueCmd::Touch);
         }
+    }
+
+    /// Asks the queue to sample its message counters into rates (the stats timer). Never
+    /// waits: a queue whose mailbox is full skips this tick.
+    pub fn sample_stats(&self) {
+        let _ = self.tx.try_send(QueueCmd::Sample);
     }
 
     /// Asks the queue to try delivering again (credit was freed elsewhere). Never waits.

@@ -1,7 +1,7 @@
 //! Message counters of a queue, for the management API's `message_stats`. The queue task owns
-//! them (plain integers, no atomics or locks on the hot path) and turns them into rates when
-//! asked, over a window of at least five seconds since the previous sample, as RabbitMQ's
-//! collector samples every five seconds.
+//! them (plain integers, no atomics or locks on the hot path); the node's sampler
+//! (`crate::sampler`) asks it every five seconds, as RabbitMQ's collector samples, to turn them
+//! into rates, which readers then see without sampling themselves.
 
 use std::time::Instant;
 
@@ -35,11 +35,8 @@ pub enum Counter {
     Redeliver = 6,
 }
 
-/// Shortest window a rate is computed over.
-const WINDOW_MS: u128 = 5_000;
-
-/// Turns growing counters into per-second rates over a window of at least [`WINDOW_MS`]:
-/// the rates of the last full window are kept until the next one has passed.
+/// Turns growing counters into per-second rates over the time between two samples; the
+/// rates of the last sample are kept until the next.
 #[derive(Debug)]
 pub struct Sampler<const N: usize> {
     sampled: [u64; N],
@@ -58,11 +55,15 @@ impl<const N: usize> Default for Sampler<N> {
 }
 
 impl<const N: usize> Sampler<N> {
-    /// The rates for these counts, taking a new sample when the window has passed.
+    /// The rates of the last sample.
+    pub fn rates(&self) -> [f64; N] {
+        self.rates
+    }
+
+    /// Takes a sample: the rates since the previous one.
     pub fn sample(&mut self, counts: &[u64; N]) -> [f64; N] {
-        let elapsed = self.sampled_at.elapsed();
-        if elapsed.as_millis() >= WINDOW_MS {
-            let secs = elapsed.as_secs_f64();
+        let secs = self.sampled_at.elapsed().as_secs_f64();
+        if secs > 0.0 {
             for ((rate, now), then) in self.rates.iter_mut().zip(counts).zip(&self.sampled) {
                 *rate = now.saturating_sub(*then) as f64 / secs;
             }
@@ -95,11 +96,16 @@ impl Stats {
         self.counts[c as usize] += n;
     }
 
-    /// Totals and rates, taking a new sample when the window has passed.
-    pub fn snapshot(&mut self) -> MessageStats {
+    /// Takes a sample (the timer's tick).
+    pub fn sample(&mut self) {
+        self.sampler.sample(&self.counts);
+    }
+
+    /// Totals and the rates of the last sample.
+    pub fn snapshot(&self) -> MessageStats {
         MessageStats {
             counts: self.counts,
-            rates: self.sampler.sample(&self.counts),
+            rates: self.sampler.rates(),
         }
     }
 }
@@ -109,16 +115,22 @@ mod tests {
     use super::*;
 
     #[test]
-    fn rates_come_from_the_window() {
+    fn rates_come_from_the_time_between_samples() {
         let mut s = Stats::default();
         s.add(Counter::Publish, 50);
         s.sampler.sampled_at -= std::time::Duration::from_secs(10);
+        s.sample();
         let snap = s.snapshot();
         assert_eq!(snap.counts[Counter::Publish as usize], 50);
         let rate = snap.rates[Counter::Publish as usize];
         assert!((4.9..=5.0).contains(&rate), "{rate}");
-        // Within the next window the rate stays what it was.
+        // Readers see the last sample's rates until the next sample.
         s.add(Counter::Publish, 1000);
         assert_eq!(s.snapshot().rates[Counter::Publish as usize], rate);
+        assert_eq!(s.snapshot().counts[Counter::Publish as usize], 1050);
+        s.sampler.sampled_at -= std::time::Duration::from_secs(10);
+        s.sample();
+        let next = s.snapshot().rates[Counter::Publish as usize];
+        assert!((99.0..=100.0).contains(&next), "{next}");
     }
 }

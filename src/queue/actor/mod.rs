@@ -451,6 +451,7 @@ impl QueueActor {
             }
             QueueCmd::Flush(reply) => self.flush_waiters.push(reply),
             QueueCmd::Touch => self.last_used = now_ms(),
+            QueueCmd::Sample => self.stats.sample(),
             QueueCmd::Shutdown => self.stopped = true,
             QueueCmd::Kick => {}
         }
