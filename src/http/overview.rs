@@ -11,16 +11,16 @@ pub(crate) const RABBITMQ_VERSION: &str = "3.13.7";
 pub(crate) async fn overview(State(b): State<AppState>, _: Authenticated) -> Json<Value> {
     let (mut queues, mut exchanges, mut ready, mut unacked, mut consumers) =
         (0u64, 0u64, 0u64, 0u64, 0u64);
+    let mut all = Vec::new();
     for v in b.vhosts() {
         exchanges += v.exchanges().len() as u64;
-        for q in v.queues() {
-            queues += 1;
-            if let Ok(i) = q.info().await {
-                ready += u64::from(i.messages_ready);
-                unacked += u64::from(i.messages_unacknowledged);
-                consumers += u64::from(i.consumers);
-            }
-        }
+        all.extend(v.queues());
+    }
+    for i in crate::queue::QueueShared::info_many(&all).await {
+        queues += 1;
+        ready += u64::from(i.messages_ready);
+        unacked += u64::from(i.messages_unacknowledged);
+        consumers += u64::from(i.consumers);
     }
     let channels = b.connections.channels();
     let (counts, rates) = b

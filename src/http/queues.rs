@@ -23,6 +23,10 @@ const HTTP_CONNECTION: u64 = 0;
 
 async fn describe(q: &QueueRef) -> Value {
     let info = q.info().await.unwrap_or_default();
+    describe_with(q, &info)
+}
+
+fn describe_with(q: &QueueRef, info: &crate::queue::QueueInfo) -> Value {
     let arguments = table_json(&q.arguments);
     let applied = q.applied();
     json!({
@@ -75,9 +79,10 @@ pub(crate) fn json_table(args: &HashMap<String, Value>) -> Result<FieldTable, Ap
 async fn list(queues: Vec<QueueRef>) -> Json<Value> {
     let mut queues = queues;
     queues.sort_by(|a, b| (&a.vhost, &a.name).cmp(&(&b.vhost, &b.name)));
+    let infos = crate::queue::QueueShared::info_many(&queues).await;
     let mut out = Vec::with_capacity(queues.len());
-    for q in &queues {
-        out.push(describe(q).await);
+    for (q, info) in queues.iter().zip(&infos) {
+        out.push(describe_with(q, info));
     }
     Json(Value::Array(out))
 }

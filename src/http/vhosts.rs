@@ -12,11 +12,9 @@ use serde_json::{json, Value};
 /// A vhost as RabbitMQ shows it, with the message counts of its queues.
 async fn vhost_json(b: &AppState, v: &crate::vhost::VHost) -> Value {
     let (mut ready, mut unacked) = (0u64, 0u64);
-    for q in v.queues() {
-        if let Ok(i) = q.info().await {
-            ready += u64::from(i.messages_ready);
-            unacked += u64::from(i.messages_unacknowledged);
-        }
+    for i in crate::queue::QueueShared::info_many(&v.queues()).await {
+        ready += u64::from(i.messages_ready);
+        unacked += u64::from(i.messages_unacknowledged);
     }
     let mut cluster_state = serde_json::Map::new();
     cluster_state.insert(super::node_name(b), json!("running"));

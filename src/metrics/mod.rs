@@ -39,20 +39,18 @@ pub(crate) struct QueueGauges {
 }
 
 pub(crate) async fn queue_gauges(b: &Broker) -> Vec<QueueGauges> {
-    let mut out = Vec::new();
-    for v in b.vhosts() {
-        for q in v.queues() {
-            if let Ok(i) = q.info().await {
-                out.push(QueueGauges {
-                    vhost: v.name.clone(),
-                    name: q.name.clone(),
-                    ready: u64::from(i.messages_ready),
-                    unacked: u64::from(i.messages_unacknowledged),
-                    consumers: u64::from(i.consumers),
-                    ready_bytes: i.message_bytes_ready,
-                });
-            }
-        }
+    let queues: Vec<_> = b.vhosts().iter().flat_map(|v| v.queues()).collect();
+    let infos = crate::queue::QueueShared::info_many(&queues).await;
+    let mut out = Vec::with_capacity(queues.len());
+    for (q, i) in queues.iter().zip(infos) {
+        out.push(QueueGauges {
+            vhost: q.vhost.clone(),
+            name: q.name.clone(),
+            ready: u64::from(i.messages_ready),
+            unacked: u64::from(i.messages_unacknowledged),
+            consumers: u64::from(i.consumers),
+            ready_bytes: i.message_bytes_ready,
+        });
     }
     out
 }

@@ -345,6 +345,24 @@ impl QueueShared {
         self.ask(QueueCmd::Info).await
     }
 
+    /// Counters of many queues at once: every request is sent before any answer is awaited, so
+    /// the queue tasks answer in parallel (a gone queue reports zeros).
+    pub async fn info_many(queues: &[QueueRef]) -> Vec<QueueInfo> {
+        let mut pending = Vec::with_capacity(queues.len());
+        for q in queues {
+            let (tx, rx) = oneshot::channel();
+            pending.push(q.send(QueueCmd::Info(tx)).await.then_some(rx));
+        }
+        let mut out = Vec::with_capacity(pending.len());
+        for rx in pending {
+            out.push(match rx {
+                Some(rx) => rx.await.unwrap_or_default(),
+                None => QueueInfo::default(),
+            });
+        }
+        out
+    }
+
     /// The queue's consumers.
     pub async fn consumers(&self) -> AmqpResult<Vec<ConsumerSummary>> {
         self.ask(QueueCmd::Consumers).await
