@@ -156,10 +156,15 @@ async fn rabbitmqadmin_works_unchanged() {
     let policies = json(&run(&["-f", "raw_json", "list", "policies"]));
     assert_eq!(policies[0]["name"], "cap");
     assert_eq!(policies[0]["definition"]["max-length"], 5);
-    let shown = json(&run(&["-f", "raw_json", "list", "queues", "name", "policy"]));
+    let shown = json(&run(&[
+        "-f", "raw_json", "list", "queues", "name", "policy",
+    ]));
     assert_eq!(shown[0]["policy"], "cap");
     run(&["delete", "policy", "name=cap"]);
-    assert_eq!(json(&run(&["-f", "raw_json", "list", "policies"])), serde_json::json!([]));
+    assert_eq!(
+        json(&run(&["-f", "raw_json", "list", "policies"])),
+        serde_json::json!([])
+    );
     // Export, delete, import: the queue and binding come back.
     let file = b.dir.path().join("export.json");
     let file_arg = file.display().to_string();

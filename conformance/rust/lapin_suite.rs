@@ -1,0 +1,420 @@
+//! Scenarios with Rust's lapin against any broker (`--broker amqp://...`): connection and
+//! channel lifecycle, every exchange type, queue options, acks and requeue ordering, prefetch,
+//! confirms, returns, transactions, error replies by code, large and empty messages. Prints one
+//! JSON line per scenario for conformance/run (`cargo run --example conformance-lapin`).
+
+use futures_lite::StreamExt;
+use lapin::options::*;
+use lapin::types::{AMQPValue, FieldTable};
+use lapin::{BasicProperties, Channel, Connection, ConnectionProperties, ExchangeKind};
+use std::future::Future;
+use std::pin::Pin;
+use std::time::{Duration, Instant};
+
+type Outcome = Result<(), String>;
+type Scenario = (
+    &'static str,
+    &'static [&'static str],
+    fn(String) -> Pin<Box<dyn Future<Output = Outcome>>>,
+);
+
+fn fail(e: impl std::fmt::Display) -> String {
+    e.to_string()
+}
+
+fn check(cond: bool, what: &str) -> Outcome {
+    if cond {
+        Ok(())
+    } else {
+        Err(what.to_owned())
+    }
+}
+
+fn name(prefix: &str) -> String {
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.subsec_nanos());
+    format!("conf-lapin-{prefix}-{nanos:x}")
+}
+
+fn code(e: &lapin::Error) -> Option<u16> {
+    match e.kind() {
+        lapin::ErrorKind::ProtocolError(p) => Some(p.get_id()),
+        _ => None,
+    }
+}
+
+async fn open(url: &str) -> Result<(Connection, Channel), String> {
+    let conn = Connection::connect(url, ConnectionProperties::default())
+        .await
+        .map_err(fail)?;
+    let ch = conn.create_channel().await.map_err(fail)?;
+    Ok((conn, ch))
+}
+
+async fn temp_queue(ch: &Channel) -> Result<String, String> {
+    let q = ch
+        .queue_declare(
+            "".into(),
+            QueueDeclareOptions {
+                exclusive: true,
+                ..Default::default()
+            },
+            FieldTable::default(),
+        )
+        .await
+        .map_err(fail)?;
+    Ok(q.name().to_string())
+}
+
+async fn get(ch: &Channel, q: &str) -> Result<Option<Vec<u8>>, String> {
+    let m = ch
+        .basic_get(q.into(), BasicGetOptions { no_ack: true })
+        .await
+        .map_err(fail)?;
+    Ok(m.map(|m| m.delivery.data.clone()))
+}
+
+async fn publish(ch: &Channel, x: &str, key: &str, body: &[u8], props: BasicProperties) -> Outcome {
+    ch.basic_publish(x.into(), key.into(), Default::default(), body, props)
+        .await
+        .map_err(fail)?;
+    Ok(())
+}
+
+fn connection_lifecycle(url: String) -> Pin<Box<dyn Future<Output = Outcome>>> {
+    Box::pin(async move {
+        let (conn, ch) = open(&url).await?;
+        check(conn.status().connected(), "connected")?;
+        let chans = futures_lite::future::block_on(async {
+            let mut v = Vec::new();
+            for _ in 0..5 {
+                v.push(conn.create_channel().await);
+            }
+            v
+        });
+        for c in chans {
+            c.map_err(fail)?
+                .close(200, "bye".into())
+                .await
+                .map_err(fail)?;
+        }
+        ch.close(200, "bye".into()).await.map_err(fail)?;
+        conn.close(200, "bye".into()).await.map_err(fail)?;
+        Ok(())
+    })
+}
+
+fn exchange_types_route(url: String) -> Pin<Box<dyn Future<Output = Outcome>>> {
+    Box::pin(async move {
+        let (conn, ch) = open(&url).await?;
+        let q = temp_queue(&ch).await?;
+        let opts = ExchangeDeclareOptions {
+            auto_delete: true,
+            ..Default::default()
+        };
+        let (d, t, h) = (name("direct"), name("topic"), name("headers"));
+        for (x, kind) in [
+            (&d, ExchangeKind::Direct),
+            (&t, ExchangeKind::Topic),
+            (&h, ExchangeKind::Headers),
+        ] {
+            ch.exchange_declare(x.as_str().into(), kind, opts, FieldTable::default())
+                .await
+                .map_err(fail)?;
+        }
+        let mut match_all = FieldTable::default();
+        match_all.insert("x-match".into(), AMQPValue::LongString("all".into()));
+        match_all.insert("kind".into(), AMQPValue::LongString("invoice".into()));
+        for (x, key, args) in [
+            (&d, "red", FieldTable::default()),
+            (&t, "*.eu.#", FieldTable::default()),
+            (&h, "", match_all),
+        ] {
+            ch.queue_bind(
+                q.as_str().into(),
+                x.as_str().into(),
+                key.into(),
+                Default::default(),
+                args,
+            )
+            .await
+            .map_err(fail)?;
+        }
+        let mut headers = FieldTable::default();
+        headers.insert("kind".into(), AMQPValue::LongString("invoice".into()));
+        publish(&ch, &d, "red", b"d", BasicProperties::default()).await?;
+        publish(&ch, &d, "blue", b"lost", BasicProperties::default()).await?;
+        publish(&ch, &t, "order.eu", b"t", BasicProperties::default()).await?;
+        publish(&ch, &t, "order.us", b"lost", BasicProperties::default()).await?;
+        publish(
+            &ch,
+            &h,
+            "",
+            b"h",
+            BasicProperties::default().with_headers(headers),
+        )
+        .await?;
+        let mut got = Vec::new();
+        while let Some(m) = get(&ch, &q).await? {
+            got.push(String::from_utf8_lossy(&m).into_owned());
+        }
+        check(got == ["d", "t", "h"], &format!("routed {got:?}"))?;
+        conn.close(200, "bye".into()).await.map_err(fail)?;
+        Ok(())
+    })
+}
+
+fn requeue_order_and_prefetch(url: String) -> Pin<Box<dyn Future<Output = Outcome>>> {
+    Box::pin(async move {
+        let (conn, ch) = open(&url).await?;
+        let q = temp_queue(&ch).await?;
+        for i in 1..=6u8 {
+            publish(&ch, "", &q, &[b'0' + i], BasicProperties::default()).await?;
+        }
+        ch.basic_qos(2, Default::default()).await.map_err(fail)?;
+        let mut c = ch
+            .basic_consume(
+                q.as_str().into(),
+                "c".into(),
+                Default::default(),
+                FieldTable::default(),
+            )
+            .await
+            .map_err(fail)?;
+        let d1 = c.next().await.ok_or("delivery")?.map_err(fail)?;
+        let d2 = c.next().await.ok_or("delivery")?.map_err(fail)?;
+        let early = tokio::time::timeout(Duration::from_millis(300), c.next()).await;
+        check(early.is_err(), "prefetch 2 holds the third back")?;
+        check(d1.data == b"1" && d2.data == b"2", "in order")?;
+        // Both back at once (multiple), so they keep their original places.
+        d2.nack(BasicNackOptions {
+            requeue: true,
+            multiple: true,
+        })
+        .await
+        .map_err(fail)?;
+        let mut got = Vec::new();
+        while got.len() < 6 {
+            let d = c.next().await.ok_or("delivery")?.map_err(fail)?;
+            got.push((d.data[0] - b'0', d.redelivered));
+            if got.len() == 6 {
+                d.reject(BasicRejectOptions { requeue: false })
+                    .await
+                    .map_err(fail)?;
+            } else {
+                d.ack(Default::default()).await.map_err(fail)?;
+            }
+        }
+        let want: Vec<(u8, bool)> = (1..=6).map(|i| (i, i <= 2)).collect();
+        check(got == want, &format!("order and flags {got:?}"))?;
+        conn.close(200, "bye".into()).await.map_err(fail)?;
+        Ok(())
+    })
+}
+
+fn confirms_returns_transactions(url: String) -> Pin<Box<dyn Future<Output = Outcome>>> {
+    Box::pin(async move {
+        let (conn, ch) = open(&url).await?;
+        ch.confirm_select(Default::default()).await.map_err(fail)?;
+        let q = temp_queue(&ch).await?;
+        let c = ch
+            .basic_publish(
+                "".into(),
+                q.as_str().into(),
+                Default::default(),
+                b"ok",
+                BasicProperties::default(),
+            )
+            .await
+            .map_err(fail)?;
+        check(c.await.map_err(fail)?.is_ack(), "acked")?;
+        let c = ch
+            .basic_publish(
+                "amq.direct".into(),
+                name("nowhere").as_str().into(),
+                BasicPublishOptions {
+                    mandatory: true,
+                    ..Default::default()
+                },
+                b"lost",
+                BasicProperties::default(),
+            )
+            .await
+            .map_err(fail)?;
+        let returned = c.await.map_err(fail)?.take_message().ok_or("returned")?;
+        check(returned.reply_code == 312, "NO_ROUTE")?;
+        let tx = conn.create_channel().await.map_err(fail)?;
+        let tq = temp_queue(&tx).await?;
+        tx.tx_select().await.map_err(fail)?;
+        publish(&tx, "", &tq, b"no", BasicProperties::default()).await?;
+        tx.tx_rollback().await.map_err(fail)?;
+        publish(&tx, "", &tq, b"yes", BasicProperties::default()).await?;
+        tx.tx_commit().await.map_err(fail)?;
+        check(
+            get(&tx, &tq).await? == Some(b"yes".to_vec()),
+            "committed only",
+        )?;
+        check(get(&tx, &tq).await?.is_none(), "nothing else")?;
+        conn.close(200, "bye".into()).await.map_err(fail)?;
+        Ok(())
+    })
+}
+
+fn error_codes(url: String) -> Pin<Box<dyn Future<Output = Outcome>>> {
+    Box::pin(async move {
+        let (conn, ch) = open(&url).await?;
+        let passive = QueueDeclareOptions {
+            passive: true,
+            ..Default::default()
+        };
+        let r = ch
+            .queue_declare(
+                name("missing").as_str().into(),
+                passive,
+                FieldTable::default(),
+            )
+            .await;
+        check(
+            r.as_ref().err().and_then(code) == Some(404),
+            "404 for a missing queue",
+        )?;
+        let ch = conn.create_channel().await.map_err(fail)?;
+        let r = ch
+            .queue_declare(
+                "amq.reserved".into(),
+                Default::default(),
+                FieldTable::default(),
+            )
+            .await;
+        check(r.as_ref().err().and_then(code) == Some(403), "403 for amq.")?;
+        let ch = conn.create_channel().await.map_err(fail)?;
+        let r = ch.basic_ack(42, Default::default()).await;
+        let after = ch
+            .queue_declare("".into(), passive, FieldTable::default())
+            .await;
+        check(
+            r.as_ref().err().and_then(code) == Some(406)
+                || after.as_ref().err().and_then(code) == Some(406),
+            "406 for an unknown delivery tag",
+        )?;
+        conn.close(200, "bye".into()).await.map_err(fail)?;
+        Ok(())
+    })
+}
+
+fn large_and_empty_messages(url: String) -> Pin<Box<dyn Future<Output = Outcome>>> {
+    Box::pin(async move {
+        let (conn, ch) = open(&url).await?;
+        let q = temp_queue(&ch).await?;
+        let big: Vec<u8> = (0..3 * 1024 * 1024 + 17).map(|i| (i % 251) as u8).collect();
+        ch.confirm_select(Default::default()).await.map_err(fail)?;
+        for body in [&b""[..], &big] {
+            ch.basic_publish(
+                "".into(),
+                q.as_str().into(),
+                Default::default(),
+                body,
+                BasicProperties::default(),
+            )
+            .await
+            .map_err(fail)?
+            .await
+            .map_err(fail)?;
+        }
+        check(get(&ch, &q).await? == Some(Vec::new()), "empty")?;
+        check(get(&ch, &q).await? == Some(big), "3 MiB")?;
+        conn.close(200, "bye".into()).await.map_err(fail)?;
+        Ok(())
+    })
+}
+
+const SCENARIOS: &[Scenario] = &[
+    (
+        "connection_lifecycle",
+        &[
+            "connection.start",
+            "connection.tune",
+            "connection.open",
+            "connection.close",
+            "channel.open",
+            "channel.close",
+        ],
+        connection_lifecycle,
+    ),
+    (
+        "exchange_types_route",
+        &[
+            "exchange.declare",
+            "queue.bind",
+            "basic.publish",
+            "basic.get",
+            "basic.get-ok",
+            "basic.get-empty",
+        ],
+        exchange_types_route,
+    ),
+    (
+        "requeue_order_and_prefetch",
+        &[
+            "basic.qos",
+            "basic.consume",
+            "basic.deliver",
+            "basic.ack",
+            "basic.nack",
+            "basic.reject",
+        ],
+        requeue_order_and_prefetch,
+    ),
+    (
+        "confirms_returns_transactions",
+        &[
+            "confirm.select",
+            "basic.return",
+            "tx.select",
+            "tx.commit",
+            "tx.rollback",
+            "ext:publisher-confirms",
+        ],
+        confirms_returns_transactions,
+    ),
+    (
+        "error_codes",
+        &["channel.close", "queue.declare", "basic.ack"],
+        error_codes,
+    ),
+    (
+        "large_and_empty_messages",
+        &["basic.publish", "basic.get-ok"],
+        large_and_empty_messages,
+    ),
+];
+
+#[tokio::main]
+async fn main() {
+    let args: Vec<String> = std::env::args().collect();
+    let broker = args
+        .windows(2)
+        .find(|w| w[0] == "--broker")
+        .map(|w| w[1].clone())
+        .unwrap_or_else(|| "amqp://guest:guest@127.0.0.1:5672/%2f".into());
+    for (scenario, covers, run) in SCENARIOS {
+        let t0 = Instant::now();
+        let outcome = match tokio::time::timeout(Duration::from_secs(60), run(broker.clone())).await
+        {
+            Ok(r) => r,
+            Err(_) => Err("timed out".into()),
+        };
+        let line = serde_json::json!({
+            "suite": "lapin",
+            "scenario": scenario,
+            "status": if outcome.is_ok() { "passed" } else { "failed" },
+            "covers": covers,
+            "target": null,
+            "differs": null,
+            "error": outcome.err(),
+            "seconds": t0.elapsed().as_secs_f64(),
+        });
+        println!("{line}");
+    }
+}
