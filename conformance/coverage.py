@@ -22,6 +22,7 @@ EXTENSIONS = {
     "ext:x-expires": "queue TTL (x-expires)",
     "ext:dead-lettering": "dead-letter exchanges",
     "ext:x-death": "x-death headers",
+    "ext:x-last-death": "x-first-death-* and x-last-death-* headers (3.13)",
     "ext:x-max-length": "queue length limit",
     "ext:x-overflow": "overflow behaviour (reject-publish)",
     "ext:x-max-priority": "priority queues",
@@ -31,6 +32,7 @@ EXTENSIONS = {
     "ext:quorum-queues": "quorum queues (declare, delivery limit)",
     "ext:x-delivery-count": "x-delivery-count on redelivery",
     "ext:management-close": "connection closed over the management API (320)",
+    "ext:health-ready-to-serve-clients": "health check ready-to-serve-clients (4.1)",
 }
 
 

@@ -12,6 +12,7 @@ public class Suite {
     interface Body { void run() throws Exception; }
 
     static String broker;
+    static String http;
     static final List<Object[]> scenarios = new ArrayList<>();
 
     static void scenario(String name, String[] covers, Body body) {
@@ -60,6 +61,67 @@ public class Suite {
         throw new AssertionError("the channel was not closed");
     }
 
+    /** A management API request with the broker URI's credentials; returns the body. */
+    static String api(String method, String path) throws Exception {
+        java.net.URI u = new java.net.URI(broker);
+        String info = u.getUserInfo() == null ? "guest:guest" : java.net.URLDecoder.decode(u.getUserInfo(), "UTF-8");
+        java.net.HttpURLConnection c = (java.net.HttpURLConnection) new java.net.URL(http + path).openConnection();
+        c.setRequestMethod(method);
+        c.setRequestProperty("Authorization", "Basic " + Base64.getEncoder().encodeToString(info.getBytes(StandardCharsets.UTF_8)));
+        int code = c.getResponseCode();
+        if (code >= 400) return "";
+        try (java.io.InputStream in = c.getInputStream()) {
+            java.io.ByteArrayOutputStream out = new java.io.ByteArrayOutputStream();
+            byte[] buf = new byte[8192];
+            for (int n; (n = in.read(buf)) > 0; ) out.write(buf, 0, n);
+            return new String(out.toByteArray(), StandardCharsets.UTF_8);
+        }
+    }
+
+    /** The `name` of the connection object whose client properties carry `connection_name`. */
+    static String connectionNamed(String list, String tag) {
+        int depth = 0, start = -1;
+        boolean inStr = false;
+        for (int i = 0; i < list.length(); i++) {
+            char c = list.charAt(i);
+            if (inStr) {
+                if (c == '\\') i++;
+                else if (c == '"') inStr = false;
+                continue;
+            }
+            if (c == '"') inStr = true;
+            else if (c == '{' && depth++ == 0) start = i;
+            else if (c == '}' && --depth == 0) {
+                String obj = list.substring(start, i + 1);
+                if (obj.contains("\"connection_name\":\"" + tag + "\"")) return topLevelName(obj);
+            }
+        }
+        return null;
+    }
+
+    static String topLevelName(String obj) {
+        int depth = 0;
+        boolean inStr = false;
+        for (int i = 0; i < obj.length(); i++) {
+            char c = obj.charAt(i);
+            if (inStr) {
+                if (c == '\\') i++;
+                else if (c == '"') inStr = false;
+                continue;
+            }
+            if (c == '{') depth++;
+            else if (c == '}') depth--;
+            else if (c == '"') {
+                if (depth == 1 && obj.startsWith("\"name\":\"", i)) {
+                    int from = i + 8;
+                    return obj.substring(from, obj.indexOf('"', from));
+                }
+                inStr = true;
+            }
+        }
+        return null;
+    }
+
     static String json(String s) {
         if (s == null) return "null";
         StringBuilder out = new StringBuilder("\"");
@@ -72,7 +134,10 @@ public class Suite {
     }
 
     public static void main(String[] args) throws Exception {
-        for (int i = 0; i + 1 < args.length; i += 2) if (args[i].equals("--broker")) broker = args[i + 1];
+        for (int i = 0; i + 1 < args.length; i += 2) {
+            if (args[i].equals("--broker")) broker = args[i + 1];
+            if (args[i].equals("--http")) http = args[i + 1];
+        }
 
         scenario("connection_lifecycle", new String[] {"connection.start", "connection.start-ok", "connection.tune",
                 "connection.tune-ok", "connection.open", "connection.open-ok", "connection.close", "connection.close-ok",
@@ -240,6 +305,67 @@ public class Suite {
             final Channel theirs = other.createChannel();
             eq(channelError(() -> theirs.queueDeclarePassive(excl)), 405, "exclusive");
             other.close();
+            conn.close();
+        });
+
+        scenario("reconnect_after_a_server_close", new String[] {"connection.close", "ext:management-close"}, () -> {
+            String tagName = name("closeme");
+            ConnectionFactory f = new ConnectionFactory();
+            f.setUri(broker);
+            f.setAutomaticRecoveryEnabled(false);
+            Connection conn = f.newConnection(tagName);
+            BlockingQueue<Integer> closed = new LinkedBlockingQueue<>();
+            conn.addShutdownListener(e -> {
+                if (e.getReason() instanceof AMQP.Connection.Close) closed.add(((AMQP.Connection.Close) e.getReason()).getReplyCode());
+            });
+            String target = null;
+            for (int i = 0; i < 50 && target == null; i++) {
+                target = connectionNamed(api("GET", "/api/connections"), tagName);
+                if (target == null) Thread.sleep(200);
+            }
+            check(target != null && target.contains("->"), "listed: " + target);
+            api("DELETE", "/api/connections/" + java.net.URLEncoder.encode(target, "UTF-8").replace("+", "%20"));
+            eq(closed.poll(10, TimeUnit.SECONDS), 320, "CONNECTION_FORCED");
+            Connection again = open();
+            again.createChannel().queueDeclare();
+            again.close();
+        });
+
+        scenario("ttl_dead_lettering_priorities_alternate", new String[] {"ext:x-message-ttl", "ext:dead-lettering",
+                "ext:x-death", "ext:x-max-priority", "ext:alternate-exchange"}, () -> {
+            Connection conn = open();
+            Channel ch = conn.createChannel();
+            String dlq = ch.queueDeclare().getQueue();
+            Map<String, Object> qa = new HashMap<>();
+            qa.put("x-message-ttl", 100);
+            qa.put("x-dead-letter-exchange", "");
+            qa.put("x-dead-letter-routing-key", dlq);
+            String q = ch.queueDeclare("", false, true, true, qa).getQueue();
+            ch.basicPublish("", q, null, b("expires"));
+            Thread.sleep(500);
+            GetResponse dead = ch.basicGet(dlq, true);
+            check(dead != null, "a dead letter");
+            @SuppressWarnings("unchecked")
+            List<Map<String, Object>> deaths = (List<Map<String, Object>>) dead.getProps().getHeaders().get("x-death");
+            eq(String.valueOf(deaths.get(0).get("reason")), "expired", "x-death reason");
+            Map<String, Object> pa = new HashMap<>();
+            pa.put("x-max-priority", 5);
+            String p = ch.queueDeclare("", false, true, true, pa).getQueue();
+            for (Object[] m : new Object[][] {{"low", 1}, {"high", 5}, {"mid", 3}}) {
+                ch.basicPublish("", p, new AMQP.BasicProperties.Builder().priority((Integer) m[1]).build(), b((String) m[0]));
+            }
+            ch.queueDeclarePassive(p);
+            eq(Arrays.asList(get(ch, p), get(ch, p), get(ch, p)), Arrays.asList("high", "mid", "low"), "priority order");
+            String ae = name("ae"), x = name("main");
+            ch.exchangeDeclare(ae, "fanout", false, true, null);
+            Map<String, Object> xa = new HashMap<>();
+            xa.put("alternate-exchange", ae);
+            ch.exchangeDeclare(x, "direct", false, true, xa);
+            String caught = ch.queueDeclare().getQueue();
+            ch.queueBind(caught, ae, "");
+            ch.basicPublish(x, "unbound", null, b("caught"));
+            ch.queueDeclarePassive(caught);
+            eq(get(ch, caught), "caught", "alternate exchange");
             conn.close();
         });
 

@@ -499,6 +499,33 @@ def ttl_and_dead_lettering(c):
     conn.close()
 
 
+@scenario("ext:dead-lettering", "ext:x-last-death", target="3.13",
+          differs="RabbitMQ 3.10 sets x-first-death-* but no x-last-death-* headers")
+def last_death_headers(c):
+    conn, ch = c.channel()
+    dlq = ch.queue_declare("", exclusive=True).method.queue
+    q = ch.queue_declare("", exclusive=True, arguments={
+        "x-dead-letter-exchange": "", "x-dead-letter-routing-key": dlq}).method.queue
+    ch.basic_publish("", q, b"rejected")
+    m, _, _ = ch.basic_get(q)
+    ch.basic_reject(m.delivery_tag, requeue=False)
+    time.sleep(0.3)
+    m, props, _ = ch.basic_get(dlq, auto_ack=True)
+    check(m is not None, "a dead letter")
+    h = props.headers
+    eq((h.get("x-first-death-reason"), h.get("x-first-death-queue")), ("rejected", q), "x-first-death-*")
+    eq((h.get("x-last-death-reason"), h.get("x-last-death-queue")), ("rejected", q), "x-last-death-*")
+    conn.close()
+
+
+@scenario("ext:health-ready-to-serve-clients", target="4.1",
+          differs="RabbitMQ 3.10 has no /api/health/checks/ready-to-serve-clients (404)")
+def ready_to_serve_clients(c):
+    status, body = c.api("GET", "/api/health/checks/ready-to-serve-clients")
+    eq(status, 200, "ready")
+    eq((body or {}).get("status"), "ok", "status ok")
+
+
 @scenario("ext:x-max-length", "ext:x-overflow")
 def max_length_drops_or_rejects(c):
     conn, ch = c.channel()

@@ -113,11 +113,17 @@ fn exchange_types_route(url: String) -> Pin<Box<dyn Future<Output = Outcome>>> {
             auto_delete: true,
             ..Default::default()
         };
-        let (d, t, h) = (name("direct"), name("topic"), name("headers"));
+        let (d, t, h, f) = (
+            name("direct"),
+            name("topic"),
+            name("headers"),
+            name("fanout"),
+        );
         for (x, kind) in [
             (&d, ExchangeKind::Direct),
             (&t, ExchangeKind::Topic),
             (&h, ExchangeKind::Headers),
+            (&f, ExchangeKind::Fanout),
         ] {
             ch.exchange_declare(x.as_str().into(), kind, opts, FieldTable::default())
                 .await
@@ -130,6 +136,7 @@ fn exchange_types_route(url: String) -> Pin<Box<dyn Future<Output = Outcome>>> {
             (&d, "red", FieldTable::default()),
             (&t, "*.eu.#", FieldTable::default()),
             (&h, "", match_all),
+            (&f, "ignored", FieldTable::default()),
         ] {
             ch.queue_bind(
                 q.as_str().into(),
@@ -155,11 +162,12 @@ fn exchange_types_route(url: String) -> Pin<Box<dyn Future<Output = Outcome>>> {
             BasicProperties::default().with_headers(headers),
         )
         .await?;
+        publish(&ch, &f, "any", b"f", BasicProperties::default()).await?;
         let mut got = Vec::new();
         while let Some(m) = get(&ch, &q).await? {
             got.push(String::from_utf8_lossy(&m).into_owned());
         }
-        check(got == ["d", "t", "h"], &format!("routed {got:?}"))?;
+        check(got == ["d", "t", "h", "f"], &format!("routed {got:?}"))?;
         conn.close(200, "bye".into()).await.map_err(fail)?;
         Ok(())
     })
@@ -329,6 +337,152 @@ fn large_and_empty_messages(url: String) -> Pin<Box<dyn Future<Output = Outcome>
     })
 }
 
+/// One management API request with the broker URI's credentials: (status, body).
+async fn api(http: &str, broker: &str, method: &str, path: &str) -> Result<(u16, String), String> {
+    use base64::Engine;
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let host = http.trim_start_matches("http://").trim_end_matches('/');
+    let creds = broker
+        .split("://")
+        .nth(1)
+        .and_then(|rest| rest.split_once('@'))
+        .map_or("guest:guest", |(c, _)| c);
+    let token = base64::engine::general_purpose::STANDARD.encode(creds);
+    let mut sock = tokio::net::TcpStream::connect(host).await.map_err(fail)?;
+    let req = format!(
+        "{method} {path} HTTP/1.1\r\nHost: {host}\r\nAuthorization: Basic {token}\r\nConnection: close\r\nContent-Length: 0\r\n\r\n"
+    );
+    sock.write_all(req.as_bytes()).await.map_err(fail)?;
+    let mut raw = Vec::new();
+    sock.read_to_end(&mut raw).await.map_err(fail)?;
+    let text = String::from_utf8_lossy(&raw).into_owned();
+    let (head, body) = text.split_once("\r\n\r\n").unwrap_or((&text, ""));
+    let status = head
+        .split_whitespace()
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(0);
+    // Chunked bodies (RabbitMQ's) carry size lines; the JSON starts at the first bracket.
+    let start = body.find(['[', '{']).unwrap_or(0);
+    let end = body.rfind([']', '}']).map_or(body.len(), |e| e + 1);
+    Ok((status, body[start..end.max(start)].to_owned()))
+}
+
+fn reconnect_after_a_server_close(args: String) -> Pin<Box<dyn Future<Output = Outcome>>> {
+    Box::pin(async move {
+        let (url, http) = args.split_once(' ').ok_or("broker and http")?;
+        let tag = name("closeme");
+        let props = ConnectionProperties::default().with_connection_name(tag.as_str().into());
+        let conn = Connection::connect(url, props).await.map_err(fail)?;
+        let mut events = conn.events_listener();
+        let mut target = None;
+        for _ in 0..50 {
+            let (_, body) = api(http, url, "GET", "/api/connections").await?;
+            let list: serde_json::Value = serde_json::from_str(&body).map_err(fail)?;
+            target = list.as_array().into_iter().flatten().find_map(|c| {
+                (c["client_properties"]["connection_name"] == tag.as_str())
+                    .then(|| c["name"].as_str().map(str::to_owned))
+                    .flatten()
+            });
+            if target.is_some() {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+        let target = target.ok_or("listed")?;
+        let path: String = target
+            .bytes()
+            .map(|b| match b {
+                b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'.' | b'-' | b'_' => {
+                    (b as char).to_string()
+                }
+                _ => format!("%{b:02X}"),
+            })
+            .collect();
+        let (status, _) = api(http, url, "DELETE", &format!("/api/connections/{path}")).await?;
+        check(status == 204, &format!("closed over HTTP: {status}"))?;
+        let closed = tokio::time::timeout(Duration::from_secs(10), async {
+            while let Some(e) = events.next().await {
+                if let lapin::Event::Error(e) = e {
+                    return code(&e);
+                }
+            }
+            None
+        })
+        .await
+        .map_err(fail)?;
+        check(
+            closed == Some(320),
+            &format!("CONNECTION_FORCED, got {closed:?}"),
+        )?;
+        let (again, ch) = open(url).await?;
+        temp_queue(&ch).await?;
+        again.close(200, "bye".into()).await.map_err(fail)?;
+        Ok(())
+    })
+}
+
+fn ttl_dead_lettering_priorities(url: String) -> Pin<Box<dyn Future<Output = Outcome>>> {
+    Box::pin(async move {
+        let (conn, ch) = open(&url).await?;
+        let dlq = temp_queue(&ch).await?;
+        let mut args = FieldTable::default();
+        args.insert("x-message-ttl".into(), AMQPValue::LongInt(100));
+        args.insert(
+            "x-dead-letter-exchange".into(),
+            AMQPValue::LongString("".into()),
+        );
+        args.insert(
+            "x-dead-letter-routing-key".into(),
+            AMQPValue::LongString(dlq.as_str().into()),
+        );
+        let opts = QueueDeclareOptions {
+            exclusive: true,
+            ..Default::default()
+        };
+        let q = ch
+            .queue_declare("".into(), opts, args)
+            .await
+            .map_err(fail)?;
+        let q = q.name().to_string();
+        publish(&ch, "", &q, b"expires", BasicProperties::default()).await?;
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        let dead = ch
+            .basic_get(dlq.as_str().into(), BasicGetOptions { no_ack: true })
+            .await
+            .map_err(fail)?
+            .ok_or("a dead letter")?;
+        let headers = dead
+            .delivery
+            .properties
+            .headers()
+            .clone()
+            .unwrap_or_default();
+        check(headers.inner().contains_key("x-death"), "x-death header")?;
+        let mut prio = FieldTable::default();
+        prio.insert("x-max-priority".into(), AMQPValue::ShortShortUInt(5));
+        let p = ch
+            .queue_declare("".into(), opts, prio)
+            .await
+            .map_err(fail)?;
+        let p = p.name().to_string();
+        for (body, level) in [(&b"low"[..], 1u8), (b"high", 5), (b"mid", 3)] {
+            let props = BasicProperties::default().with_priority(level);
+            publish(&ch, "", &p, body, props).await?;
+        }
+        let mut got = Vec::new();
+        for _ in 0..3 {
+            got.push(get(&ch, &p).await?.ok_or("a message")?);
+        }
+        check(
+            got == [b"high".to_vec(), b"mid".to_vec(), b"low".to_vec()],
+            "priority order",
+        )?;
+        conn.close(200, "bye".into()).await.map_err(fail)?;
+        Ok(())
+    })
+}
+
 const SCENARIOS: &[Scenario] = &[
     (
         "connection_lifecycle",
@@ -388,20 +542,42 @@ const SCENARIOS: &[Scenario] = &[
         &["basic.publish", "basic.get-ok"],
         large_and_empty_messages,
     ),
+    (
+        "reconnect_after_a_server_close",
+        &["connection.close", "ext:management-close"],
+        reconnect_after_a_server_close,
+    ),
+    (
+        "ttl_dead_lettering_priorities",
+        &[
+            "ext:x-message-ttl",
+            "ext:dead-lettering",
+            "ext:x-death",
+            "ext:x-max-priority",
+        ],
+        ttl_dead_lettering_priorities,
+    ),
 ];
 
 #[tokio::main]
 async fn main() {
     let args: Vec<String> = std::env::args().collect();
-    let broker = args
-        .windows(2)
-        .find(|w| w[0] == "--broker")
-        .map(|w| w[1].clone())
-        .unwrap_or_else(|| "amqp://guest:guest@127.0.0.1:5672/%2f".into());
+    let arg = |key: &str, default: &str| {
+        args.windows(2)
+            .find(|w| w[0] == key)
+            .map_or_else(|| default.to_owned(), |w| w[1].clone())
+    };
+    let broker = arg("--broker", "amqp://guest:guest@127.0.0.1:5672/%2f");
+    let http = arg("--http", "http://127.0.0.1:15672");
     for (scenario, covers, run) in SCENARIOS {
         let t0 = Instant::now();
-        let outcome = match tokio::time::timeout(Duration::from_secs(60), run(broker.clone())).await
-        {
+        // The reconnect scenario needs the management API too.
+        let input = if *scenario == "reconnect_after_a_server_close" {
+            format!("{broker} {http}")
+        } else {
+            broker.clone()
+        };
+        let outcome = match tokio::time::timeout(Duration::from_secs(60), run(input)).await {
             Ok(r) => r,
             Err(_) => Err("timed out".into()),
         };
