@@ -55,3 +55,41 @@ fn json_value(v: &Value) -> Option<AMQPValue> {
         _ => return None,
     })
 }
+
+/// Unix milliseconds as RabbitMQ's API writes times (`2026-12-01T08:11:06.535+00:00`).
+pub fn rfc3339_ms(unix_ms: u64) -> String {
+    let (secs, ms) = (unix_ms / 1000, unix_ms % 1000);
+    let (days, rem) = (secs / 86_400, secs % 86_400);
+    // Civil date from days since 1970-01-01 (Howard Hinnant's algorithm).
+    let z = days as i64 + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    format!(
+        "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}.{ms:03}+00:00",
+        rem / 3600,
+        rem % 3600 / 60,
+        rem % 60
+    )
+}
+
+#[cfg(test)]
+mod time_tests {
+    #[test]
+    fn rfc3339_matches_known_instants() {
+        assert_eq!(super::rfc3339_ms(0), "1970-01-01T00:00:00.000+00:00");
+        assert_eq!(
+            super::rfc3339_ms(1_796_112_666_535),
+            "2026-12-01T08:11:06.535+00:00"
+        );
+        assert_eq!(
+            super::rfc3339_ms(951_782_400_000),
+            "2000-02-29T00:00:00.000+00:00"
+        );
+    }
+}

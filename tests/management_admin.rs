@@ -698,3 +698,119 @@ async fn rates_are_sampled_by_the_stats_timer() {
     assert_eq!(rate(&o), Some(0.0), "{o}");
     assert_eq!(rate(&q), Some(0.0), "{q}");
 }
+
+#[tokio::test]
+async fn queues_show_bytes_memory_utilisation_and_head_timestamp() {
+    let b = start_with(|c| c.collect_statistics_interval = 100).await;
+    let addr = b.server.http_addr;
+    let (_c, ch) = b.channel().await;
+    within(ch.queue_declare(
+        "f".into(),
+        QueueDeclareOptions::default(),
+        FieldTable::default(),
+    ))
+    .await
+    .expect("declare");
+    within(ch.confirm_select(Default::default()))
+        .await
+        .expect("confirms");
+    for (body, ts) in [
+        (&b"12345"[..], 1_700_000_000u64),
+        (b"1234567", 1_700_000_100),
+    ] {
+        within(
+            within(ch.basic_publish(
+                "".into(),
+                "f".into(),
+                BasicPublishOptions::default(),
+                body,
+                lapin::BasicProperties::default().with_timestamp(ts),
+            ))
+            .await
+            .expect("publish"),
+        )
+        .await
+        .expect("confirm");
+    }
+    let held = within(ch.basic_get("f".into(), BasicGetOptions { no_ack: false }))
+        .await
+        .expect("get")
+        .expect("message");
+    let q = request(addr, "GET", "/api/queues/%2F/f", ADMIN, None)
+        .await
+        .json();
+    assert_eq!(q["message_bytes_ready"], 7);
+    assert_eq!(q["message_bytes_unacknowledged"], 5);
+    assert_eq!(q["message_bytes"], 12);
+    assert_eq!(q["messages_ram"], 2);
+    assert!(q["memory"].as_u64().is_some_and(|m| m >= 12), "{q}");
+    assert_eq!(q["head_message_timestamp"], 1_700_000_100u64);
+    assert_eq!(q["consumer_utilisation"], 0.0);
+    assert_eq!(q["idle_since"], serde_json::Value::Null, "just used");
+    within(held.ack(BasicAckOptions::default()))
+        .await
+        .expect("ack");
+    // A consumer that keeps up: full capacity once sampled.
+    let _consumer = within(ch.basic_consume(
+        "f".into(),
+        "c".into(),
+        BasicConsumeOptions {
+            no_ack: true,
+            ..Default::default()
+        },
+        FieldTable::default(),
+    ))
+    .await
+    .expect("consume");
+    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    let q = request(addr, "GET", "/api/queues/%2F/f", ADMIN, None)
+        .await
+        .json();
+    assert_eq!(q["consumer_utilisation"], 1.0, "{q}");
+    assert_eq!(q["messages"], 0);
+    assert_eq!(q["head_message_timestamp"], serde_json::Value::Null);
+    // A consumer holding its one allowed delivery while messages wait: no capacity.
+    let (_c2, slow) = b.channel().await;
+    within(slow.basic_qos(1, BasicQosOptions::default()))
+        .await
+        .expect("qos");
+    within(slow.queue_declare(
+        "g".into(),
+        QueueDeclareOptions::default(),
+        FieldTable::default(),
+    ))
+    .await
+    .expect("declare");
+    for _ in 0..3 {
+        within(slow.basic_publish(
+            "".into(),
+            "g".into(),
+            BasicPublishOptions::default(),
+            b"x",
+            lapin::BasicProperties::default(),
+        ))
+        .await
+        .expect("publish");
+    }
+    let _held = within(slow.basic_consume(
+        "g".into(),
+        "slow".into(),
+        BasicConsumeOptions::default(),
+        FieldTable::default(),
+    ))
+    .await
+    .expect("consume");
+    let g = within(async {
+        loop {
+            let g = request(addr, "GET", "/api/queues/%2F/g", ADMIN, None)
+                .await
+                .json();
+            if g["consumer_utilisation"].as_f64().is_some_and(|u| u < 0.5) {
+                return g;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+        }
+    })
+    .await;
+    assert_eq!(g["messages_unacknowledged"], 1);
+}

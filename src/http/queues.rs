@@ -44,10 +44,29 @@ fn describe_with(q: &QueueRef, info: &crate::queue::QueueInfo) -> Value {
         "messages": info.messages_ready + info.messages_unacknowledged,
         "messages_ready": info.messages_ready,
         "messages_unacknowledged": info.messages_unacknowledged,
+        "messages_ram": info.messages_ram,
+        "message_bytes": info.message_bytes_ready + info.message_bytes_unacknowledged,
         "message_bytes_ready": info.message_bytes_ready,
+        "message_bytes_unacknowledged": info.message_bytes_unacknowledged,
+        "message_bytes_ram": info.message_bytes_ram,
+        "memory": info.memory,
         "consumers": info.consumers,
+        "consumer_utilisation": info.consumer_utilisation,
+        "consumer_capacity": info.consumer_utilisation,
+        "idle_since": idle_since(info.last_activity),
+        "head_message_timestamp": info.head_message_timestamp,
         "message_stats": message_stats_json(&info.message_stats),
     })
+}
+
+/// A queue without activity for this long shows `idle_since`, as RabbitMQ shows it for a queue
+/// process gone idle.
+const IDLE_AFTER_MS: u64 = 10_000;
+
+fn idle_since(last_activity: u64) -> Option<String> {
+    let now = crate::delayed::unix_ms();
+    (now.saturating_sub(last_activity) >= IDLE_AFTER_MS)
+        .then(|| crate::json::rfc3339_ms(last_activity))
 }
 
 /// RabbitMQ's `message_stats`: each total with a `*_details.rate`, plus `deliver_get`.

@@ -70,7 +70,7 @@ pub struct GetResult {
 }
 
 /// Counters of a queue for the management API.
-#[derive(Clone, Copy, Debug, Default, serde::Serialize)]
+#[derive(Clone, Copy, Debug, Default)]
 pub struct QueueInfo {
     /// Ready messages.
     pub messages_ready: u32,
@@ -80,6 +80,21 @@ pub struct QueueInfo {
     pub consumers: u32,
     /// Body bytes of the ready messages.
     pub message_bytes_ready: u64,
+    /// Body bytes of the unacknowledged messages.
+    pub message_bytes_unacknowledged: u64,
+    /// Messages whose bodies are in memory (ready and unacknowledged).
+    pub messages_ram: u32,
+    /// Their body bytes.
+    pub message_bytes_ram: u64,
+    /// Estimated heap bytes the queue holds: bodies in memory plus per-message bookkeeping.
+    pub memory: u64,
+    /// Share of the last sampling interval its consumers could take messages (0 without
+    /// consumers).
+    pub consumer_utilisation: f64,
+    /// When the queue last saw activity (publish, delivery, settle, consume), Unix ms.
+    pub last_activity: u64,
+    /// The `timestamp` property of the message at the head, if it has one and is in memory.
+    pub head_message_timestamp: Option<u64>,
     /// Message counters and rates.
     pub message_stats: stats::MessageStats,
 }

@@ -30,6 +30,8 @@ pub(super) struct ReadyList {
     levels: Vec<VecDeque<Ready>>,
     len: usize,
     bytes: u64,
+    /// Messages (and their body bytes) whose bodies are in memory, not only in the store.
+    in_memory: (usize, u64),
 }
 
 impl ReadyList {
@@ -40,6 +42,7 @@ impl ReadyList {
             levels: (0..n).map(|_| VecDeque::new()).collect(),
             len: 0,
             bytes: 0,
+            in_memory: (0, 0),
         }
     }
 
@@ -61,10 +64,19 @@ impl ReadyList {
         self.bytes
     }
 
+    /// Ready messages whose bodies are in memory, and their body bytes.
+    pub fn in_memory(&self) -> (usize, u64) {
+        self.in_memory
+    }
+
     /// Inserts keeping sequence order within the level (a new message simply goes last).
     pub fn insert(&mut self, r: Ready) {
         self.len += 1;
         self.bytes += r.size;
+        if r.msg.is_some() {
+            self.in_memory.0 += 1;
+            self.in_memory.1 += r.size;
+        }
         let level = &mut self.levels[usize::from(r.priority)];
         if level.back().is_none_or(|b| b.seq < r.seq) {
             level.push_back(r);
@@ -84,6 +96,10 @@ impl ReadyList {
         let r = self.levels.iter_mut().rev().find_map(|l| l.pop_front())?;
         self.len -= 1;
         self.bytes = self.bytes.saturating_sub(r.size);
+        if r.msg.is_some() {
+            self.in_memory.0 -= 1;
+            self.in_memory.1 = self.in_memory.1.saturating_sub(r.size);
+        }
         Some(r)
     }
 
@@ -91,6 +107,7 @@ impl ReadyList {
         self.levels.iter_mut().for_each(VecDeque::clear);
         self.len = 0;
         self.bytes = 0;
+        self.in_memory = (0, 0);
     }
 
     pub fn iter(&self) -> impl Iterator<Item = &Ready> {
@@ -105,9 +122,12 @@ impl ReadyList {
                 .get_mut(pos)
                 .filter(|r| r.seq == seq && r.msg.is_none())
             {
-                r.size = msg.body_len() as u64;
-                self.bytes += r.size;
+                let size = msg.body_len() as u64;
+                self.bytes = self.bytes.saturating_sub(r.size) + size;
+                r.size = size;
                 r.msg = Some(Arc::new(msg));
+                self.in_memory.0 += 1;
+                self.in_memory.1 += size;
                 return;
             }
         }
@@ -155,6 +175,19 @@ mod tests {
         let order: Vec<u64> = l.iter().map(|x| x.seq).collect();
         assert_eq!(order, vec![0, 1, 2, 3, 4]);
         assert_eq!((l.len(), l.bytes()), (5, 5));
+    }
+
+    #[test]
+    fn loading_a_body_keeps_the_byte_count() {
+        let mut l = ReadyList::new(None);
+        l.insert(Ready { size: 5, ..r(1, 0) });
+        assert_eq!((l.bytes(), l.in_memory()), (5, (0, 0)));
+        let body = bytes::Bytes::from_static(b"\x00\x00hello");
+        let props = amq_protocol::protocol::BasicProperties::default();
+        l.fill(1, Message::new("".into(), "q".into(), body, 2, &props));
+        assert_eq!((l.bytes(), l.in_memory()), (5, (1, 5)));
+        l.pop_front();
+        assert_eq!((l.bytes(), l.in_memory()), (0, (0, 0)));
     }
 
     trait TapSeq {

@@ -74,6 +74,63 @@ impl<const N: usize> Sampler<N> {
     }
 }
 
+/// How much of the time a queue's consumers could take its messages (RabbitMQ's consumer
+/// capacity): the queue marks itself blocked while messages wait and every consumer is out of
+/// credit; each sample turns the blocked share of the interval into a fraction.
+#[derive(Debug)]
+pub struct Capacity {
+    blocked_since: Option<Instant>,
+    blocked: std::time::Duration,
+    sampled_blocked: std::time::Duration,
+    sampled_at: Instant,
+    last: f64,
+}
+
+impl Default for Capacity {
+    fn default() -> Self {
+        Capacity {
+            blocked_since: None,
+            blocked: Default::default(),
+            sampled_blocked: Default::default(),
+            sampled_at: Instant::now(),
+            last: 1.0,
+        }
+    }
+}
+
+impl Capacity {
+    /// Notes whether messages are waiting for consumers that cannot take them (reads the
+    /// clock only when that changes).
+    pub fn set_blocked(&mut self, blocked: bool) {
+        match (blocked, self.blocked_since) {
+            (true, None) => self.blocked_since = Some(Instant::now()),
+            (false, Some(t)) => {
+                self.blocked += t.elapsed();
+                self.blocked_since = None;
+            }
+            _ => {}
+        }
+    }
+
+    /// Takes a sample: the share of the interval the consumers were not blocked.
+    pub fn sample(&mut self) {
+        let now = Instant::now();
+        let total = self.blocked + self.blocked_since.map_or(Default::default(), |t| now - t);
+        let window = (now - self.sampled_at).as_secs_f64();
+        if window > 0.0 {
+            let blocked = (total - self.sampled_blocked).as_secs_f64();
+            self.last = (1.0 - blocked / window).clamp(0.0, 1.0);
+        }
+        self.sampled_blocked = total;
+        self.sampled_at = now;
+    }
+
+    /// The last sample (1.0 before the first).
+    pub fn value(&self) -> f64 {
+        self.last
+    }
+}
+
 /// A queue's counters and their sampler.
 #[derive(Debug, Default)]
 pub struct Stats {
@@ -113,6 +170,23 @@ impl Stats {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn capacity_is_the_unblocked_share_of_the_interval() {
+        let mut c = Capacity::default();
+        assert_eq!(c.value(), 1.0);
+        c.sampled_at -= std::time::Duration::from_secs(10);
+        c.blocked = std::time::Duration::from_secs(4);
+        c.sample();
+        assert!((0.59..=0.61).contains(&c.value()), "{}", c.value());
+        c.set_blocked(true);
+        c.blocked_since = c
+            .blocked_since
+            .map(|t| t - std::time::Duration::from_secs(10));
+        c.sampled_at -= std::time::Duration::from_secs(10);
+        c.sample();
+        assert!(c.value() < 0.01, "{}", c.value());
+    }
 
     #[test]
     fn rates_come_from_the_time_between_samples() {

@@ -94,6 +94,10 @@ struct QueueActor {
     consumers: Vec<Consumer>,
     /// Message counters for the management API.
     stats: Stats,
+    /// Consumer capacity (share of time consumers could take messages).
+    capacity: super::stats::Capacity,
+    /// Unix ms of the last publish, delivery, settle or consumer change.
+    last_activity: u64,
     next_consumer: usize,
     had_consumers: bool,
     stopped: bool,
@@ -145,6 +149,8 @@ pub(super) fn start(
         next_seq,
         consumers: Vec::new(),
         stats: Stats::default(),
+        capacity: Default::default(),
+        last_activity: crate::delayed::unix_ms(),
         next_consumer: 0,
         had_consumers: false,
         stopped: false,
@@ -191,11 +197,25 @@ impl QueueActor {
                     if n == 0 {
                         break;
                     }
+                    let mut active = false;
                     for cmd in batch.drain(..) {
+                        active |= !matches!(
+                            cmd,
+                            QueueCmd::Info(_)
+                                | QueueCmd::Stats(_)
+                                | QueueCmd::Consumers(_)
+                                | QueueCmd::Sample
+                                | QueueCmd::Flush(_)
+                                | QueueCmd::Kick
+                                | QueueCmd::Policy(_)
+                        );
                         self.handle(cmd);
                         if self.stopped {
                             break;
                         }
+                    }
+                    if active {
+                        self.last_activity = crate::delayed::unix_ms();
                     }
                 }
                 _ = wake => {}
@@ -207,6 +227,8 @@ impl QueueActor {
             }
             if !self.stopped {
                 self.deliver();
+                self.capacity
+                    .set_blocked(!self.consumers.is_empty() && !self.ready.is_empty());
             }
             self.send_dead_letters();
             self.write_pending().await;
@@ -214,6 +236,37 @@ impl QueueActor {
         self.write_pending().await;
         if let Some((reply, n)) = self.delete_reply.take() {
             let _ = reply.send(Ok(n));
+        }
+    }
+
+    /// What the management API shows of the queue.
+    fn info(&self) -> super::QueueInfo {
+        let unacked_bytes: u64 = self.unacked.values().map(|u| u.msg.body_len() as u64).sum();
+        let (ram, ram_bytes) = self.ready.in_memory();
+        let entries = (self.ready.len() + self.unacked.len()) as u64;
+        super::QueueInfo {
+            messages_ready: self.ready.len() as u32,
+            messages_unacknowledged: self.unacked.len() as u32,
+            consumers: self.consumers.len() as u32,
+            message_bytes_ready: self.ready.bytes(),
+            message_bytes_unacknowledged: unacked_bytes,
+            messages_ram: (ram + self.unacked.len()) as u32,
+            message_bytes_ram: ram_bytes + unacked_bytes,
+            memory: ram_bytes
+                + unacked_bytes
+                + entries * std::mem::size_of::<Unacked>().max(std::mem::size_of::<Ready>()) as u64,
+            consumer_utilisation: if self.consumers.is_empty() {
+                0.0
+            } else {
+                self.capacity.value()
+            },
+            last_activity: self.last_activity,
+            head_message_timestamp: self
+                .ready
+                .front()
+                .and_then(|r| r.msg.as_ref())
+                .and_then(|m| *m.properties().timestamp()),
+            message_stats: self.stats.snapshot(),
         }
     }
 
@@ -424,13 +477,7 @@ impl QueueActor {
                 let _ = reply.send((self.ready.len() as u32, self.consumers.len() as u32));
             }
             QueueCmd::Info(reply) => {
-                let _ = reply.send(super::QueueInfo {
-                    messages_ready: self.ready.len() as u32,
-                    messages_unacknowledged: self.unacked.len() as u32,
-                    consumers: self.consumers.len() as u32,
-                    message_bytes_ready: self.ready.bytes(),
-                    message_stats: self.stats.snapshot(),
-                });
+                let _ = reply.send(self.info());
             }
             QueueCmd::Consumers(reply) => {
                 let list = self
@@ -451,7 +498,10 @@ impl QueueActor {
             }
             QueueCmd::Flush(reply) => self.flush_waiters.push(reply),
             QueueCmd::Touch => self.last_used = now_ms(),
-            QueueCmd::Sample => self.stats.sample(),
+            QueueCmd::Sample => {
+                self.stats.sample();
+                self.capacity.sample();
+            }
             QueueCmd::Shutdown => self.stopped = true,
             QueueCmd::Kick => {}
         }
