@@ -43,6 +43,8 @@ pub struct Broker {
     pub listeners: std::sync::OnceLock<Vec<(&'static str, std::net::SocketAddr)>>,
     /// Who may do what where (change through the `*_permission` methods, which persist).
     pub permissions: Permissions,
+    /// Memory and disk alarms.
+    pub alarms: crate::alarms::Alarms,
     global_parameters: DashMap<String, serde_json::Value>,
     user_limits: DashMap<String, serde_json::Map<String, serde_json::Value>>,
 }
@@ -63,6 +65,7 @@ impl Broker {
             listeners: std::sync::OnceLock::new(),
             global_parameters: DashMap::new(),
             user_limits: DashMap::new(),
+            alarms: crate::alarms::Alarms::new(&config),
             store,
             config,
         });

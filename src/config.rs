@@ -41,6 +41,16 @@ pub struct Config {
     /// Milliseconds between samples of the message rates (RabbitMQ's
     /// `collect_statistics_interval`, 5 s).
     pub collect_statistics_interval: u64,
+    /// Fraction of the machine's (or cgroup's) memory above which publishers are blocked
+    /// (RabbitMQ's `vm_memory_high_watermark.relative`, 0.4).
+    pub memory_high_watermark: f64,
+    /// The watermark in bytes instead (RabbitMQ's `vm_memory_high_watermark.absolute`).
+    pub memory_high_watermark_absolute: Option<u64>,
+    /// Free bytes on the data dir's disk below which publishers are blocked (RabbitMQ's
+    /// `disk_free_limit`, 50 MB).
+    pub disk_free_limit: u64,
+    /// Milliseconds between checks of the memory and disk alarms.
+    pub alarm_check_interval: u64,
     /// TLS AMQP listener address (RabbitMQ's port is 5671); needs `tls_cert` and `tls_key`.
     pub amqps_listen: Option<SocketAddr>,
     /// HTTPS listener for the management API (RabbitMQ's port is 15671).
@@ -109,6 +119,10 @@ impl Default for Config {
             store_cache_bytes: 32 << 20,
             consumer_timeout: 1_800_000,
             collect_statistics_interval: 5_000,
+            memory_high_watermark: 0.4,
+            memory_high_watermark_absolute: None,
+            disk_free_limit: 50_000_000,
+            alarm_check_interval: 1_000,
             loopback_users: vec!["guest".into()],
             amqps_listen: None,
             https_listen: None,

@@ -4,6 +4,7 @@
 //! channel table) → channel methods (AMQP semantics) → broker core (vhosts, exchanges, queues).
 //! `Server::start` is used by the binary, the tests and the benchmarks alike.
 
+pub mod alarms;
 pub mod amqp;
 pub mod auth;
 pub mod broker;
@@ -124,6 +125,11 @@ impl Server {
                 header,
             )),
             tokio::spawn(amqp::serve(listener, broker.clone(), rx.clone(), None)),
+            tokio::spawn(alarms::run(
+                Arc::downgrade(&broker),
+                std::time::Duration::from_millis(cfg.alarm_check_interval),
+                rx.clone(),
+            )),
             tokio::spawn(sampler::run(
                 Arc::downgrade(&broker),
                 std::time::Duration::from_millis(cfg.collect_statistics_interval),

@@ -38,6 +38,10 @@ pub(crate) struct Connection {
     pub frame_max: u32,
     pub channel_max: u16,
     pub cancel_notify: bool,
+    /// The client takes connection.blocked / unblocked.
+    pub blocked_notify: bool,
+    /// Resource-alarm flow control (`flow.rs`).
+    pub flow: super::flow::Flow,
     pub sink: ConsumerSink,
     pub exclusive_queues: Vec<QueueRef>,
     pub channels: Vec<Option<Box<Channel>>>,
@@ -86,6 +90,8 @@ pub(crate) async fn run<R, W>(
         frame_max: opened.frame_max,
         channel_max: opened.channel_max,
         cancel_notify: opened.cancel_notify,
+        blocked_notify: opened.blocked_notify,
+        flow: Default::default(),
         sink,
         exclusive_queues: Vec::new(),
         channels: Vec::new(),
@@ -108,6 +114,9 @@ pub(crate) async fn run<R, W>(
     let info = registration.info.clone();
     let kill = info.kill.notified();
     tokio::pin!(kill);
+    let mut alarms = c.broker.alarms.subscribe();
+    c.flow.alarm = *alarms.borrow_and_update();
+    let mut alarms_open = true;
     // Frames a client pipelined behind connection.open arrived with the handshake.
     if !rbuf.is_empty() {
         c.on_bytes(&mut rbuf).await;
@@ -140,7 +149,19 @@ pub(crate) async fn run<R, W>(
                 }
                 c.flush_confirms();
             }
-            r = rd.read_buf(&mut rbuf) => {
+            changed = alarms.changed(), if alarms_open => {
+                match changed {
+                    Ok(()) => {
+                        let state = *alarms.borrow_and_update();
+                        if c.on_alarm(state) {
+                            last_recv = Instant::now();
+                            c.on_bytes(&mut rbuf).await;
+                        }
+                    }
+                    Err(_) => alarms_open = false,
+                }
+            }
+            r = rd.read_buf(&mut rbuf), if !c.flow.blocked => {
                 match r {
                     Ok(0) | Err(_) => break,
                     Ok(_) => {
@@ -150,7 +171,8 @@ pub(crate) async fn run<R, W>(
                 }
             }
             _ = ticker.tick(), if !heartbeat.is_zero() => {
-                if last_recv.elapsed() > heartbeat * 2 {
+                // A connection blocked by an alarm is not read, so its heartbeats wait too.
+                if !c.flow.blocked && last_recv.elapsed() > heartbeat * 2 {
                     tracing::info!(connection = c.id, "missed heartbeats from client, closing");
                     break;
                 }
@@ -265,6 +287,11 @@ impl Connection {
                         // Channel errors were handled by their channel; what reaches here
                         // closes the connection.
                         self.close_connection(e);
+                    }
+                    if self.apply_block() {
+                        // The rest waits in the buffer until the alarm clears.
+                        self.flush_confirms();
+                        return;
                     }
                 }
                 Ok(None) => {

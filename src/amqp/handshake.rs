@@ -38,6 +38,8 @@ pub(crate) struct Opened {
     pub channel_max: u16,
     pub heartbeat: u16,
     pub cancel_notify: bool,
+    /// The client takes connection.blocked / unblocked.
+    pub blocked_notify: bool,
 }
 
 /// Why the handshake ended without an open connection.
@@ -203,6 +205,7 @@ pub(crate) async fn negotiate<R: AsyncRead + Unpin, W: AsyncWrite + Unpin>(
     let mechanism = start_ok.mechanism.as_str().to_owned();
     let failure_close = capability(&start_ok.client_properties, "authentication_failure_close");
     let cancel_notify = capability(&start_ok.client_properties, "consumer_cancel_notify");
+    let blocked_notify = capability(&start_ok.client_properties, "connection.blocked");
     let refused = |detail: String| {
         if failure_close {
             Refused::Close(AmqpError::access_refused(detail).on_connection())
@@ -362,6 +365,7 @@ pub(crate) async fn negotiate<R: AsyncRead + Unpin, W: AsyncWrite + Unpin>(
         channel_max,
         heartbeat: tune_ok.heartbeat,
         cancel_notify,
+        blocked_notify,
     })
 }
 

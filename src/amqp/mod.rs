@@ -6,6 +6,7 @@
 pub(crate) mod channel;
 pub mod codec;
 pub(crate) mod connection;
+mod flow;
 pub(crate) mod handshake;
 mod methods;
 pub mod nesting;

@@ -1,6 +1,7 @@
 //! Health checks (`/api/health/checks/*`), `/api/aliveness-test/{vhost}` and `/api/nodes`, in
 //! RabbitMQ's shapes: `{"status": "ok"}` with 200, or `{"status": "failed", "reason": ...}`
-//! with 503. The only resource alarm today is the store's (a failing disk).
+//! with 503. Resource alarms: memory and free disk (`crate::alarms`), and a store that cannot
+//! write (reported as a disk alarm).
 
 use super::{ApiError, AppState, Authenticated};
 use crate::message::Message;
@@ -32,7 +33,11 @@ fn failed(reason: &str, extra: Value) -> Response {
 
 fn alarms(b: &AppState) -> Vec<Value> {
     let mut list = Vec::new();
-    if b.store.failing() {
+    let state = b.alarms.state();
+    if state.memory {
+        list.push(json!({"node": super::node_name(b), "resource": "memory"}));
+    }
+    if state.disk || b.store.failing() {
         list.push(json!({"node": super::node_name(b), "resource": "disk"}));
     }
     list
@@ -161,8 +166,12 @@ pub(crate) async fn nodes(State(b): State<AppState>, _: Authenticated) -> Json<V
         "fd_used": fd_used,
         "fd_total": fd_total,
         "sockets_used": b.connections.len(),
-        "disk_free_alarm": b.store.failing(),
-        "mem_alarm": false,
+        "disk_free_alarm": b.alarms.state().disk || b.store.failing(),
+        "mem_alarm": b.alarms.state().memory,
+        "mem_used": crate::alarms::resident_memory().unwrap_or(0),
+        "mem_limit": b.alarms.memory_limit(),
+        "disk_free": crate::alarms::disk_free(&b.config.data_dir).unwrap_or(0),
+        "disk_free_limit": b.alarms.disk_limit(),
         "listeners": b.listeners().iter().map(|(p, a)| json!({
             "protocol": p, "ip_address": a.ip().to_string(), "port": a.port()
         })).collect::<Vec<_>>(),

@@ -149,7 +149,40 @@ fn node_families(b: &Broker, out: &mut String, queues: &[QueueGauges]) {
         "Consumers currently connected",
         queues.iter().map(|q| q.consumers).sum(),
     );
-    if let Some(rss) = resident_memory() {
+    let alarms = b.alarms.state();
+    gauge(
+        out,
+        "rabbitmq_alarms_memory_used_watermark",
+        "is set to 1 when the memory alarm is in effect",
+        u64::from(alarms.memory),
+    );
+    gauge(
+        out,
+        "rabbitmq_alarms_free_disk_space_watermark",
+        "is set to 1 when the free disk space alarm is in effect",
+        u64::from(alarms.disk),
+    );
+    gauge(
+        out,
+        "rabbitmq_resident_memory_limit_bytes",
+        "Memory high watermark in bytes",
+        b.alarms.memory_limit(),
+    );
+    gauge(
+        out,
+        "rabbitmq_disk_space_available_limit_bytes",
+        "Free disk space low watermark in bytes",
+        b.alarms.disk_limit(),
+    );
+    if let Some(free) = crate::alarms::disk_free(&b.config.data_dir) {
+        gauge(
+            out,
+            "rabbitmq_disk_space_available_bytes",
+            "Disk space available in bytes",
+            free,
+        );
+    }
+    if let Some(rss) = crate::alarms::resident_memory() {
         gauge(
             out,
             "rabbitmq_process_resident_memory_bytes",
@@ -173,13 +206,6 @@ fn node_families(b: &Broker, out: &mut String, queues: &[QueueGauges]) {
             soft,
         );
     }
-}
-
-/// Resident set size from /proc (Linux), in bytes.
-fn resident_memory() -> Option<u64> {
-    let statm = std::fs::read_to_string("/proc/self/statm").ok()?;
-    let pages: u64 = statm.split_whitespace().nth(1)?.parse().ok()?;
-    Some(pages * 4096)
 }
 
 /// Channel counters: (metric name, help, index in [`crate::channels::NAMES`]).

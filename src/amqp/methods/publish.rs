@@ -124,6 +124,8 @@ impl Connection {
             pc.props_len,
             &header.properties,
         ));
+        // A whole message is in: under a resource alarm, the connection blocks after it.
+        self.note_publish();
         if let Some(tx) = ch.tx.as_mut() {
             self.vhost.exchange(publish.exchange.as_str())?;
             tx.publishes.push((publish, msg));
