@@ -210,6 +210,26 @@ async fn bad_definitions_are_400_and_load_definitions_seeds_a_node() {
         .as_str()
         .expect("reason")
         .contains("nowhere"));
+    // Bodies up to RabbitMQ's 20 MB are read; beyond, RabbitMQ's 400.
+    let padded = format!(
+        r#"{{"padding": "{}", "queues": []}}"#,
+        "x".repeat(5_000_000)
+    );
+    let r = request(
+        b.server.http_addr,
+        "POST",
+        "/api/definitions",
+        ADMIN,
+        Some(&padded),
+    )
+    .await;
+    assert_eq!(r.status, 204, "a 5 MB body is accepted");
+    let r = oversized_post(b.server.http_addr, "/api/definitions", 20_000_001).await;
+    assert!(r.starts_with("HTTP/1.1 400"), "{r}");
+    assert!(
+        r.contains(r#"{"error":"bad_request","reason":"Exceeded HTTP request body size limit"}"#),
+        "{r}"
+    );
     let file = b.dir.path().join("definitions.json");
     std::fs::write(&file, RABBITMQ_EXPORT).expect("write");
     let seeded = start_with(|c| c.load_definitions = Some(file)).await;
@@ -222,6 +242,21 @@ async fn bad_definitions_are_400_and_load_definitions_seeds_a_node() {
     )
     .await;
     assert_eq!(r.status, 200, "{}", r.body);
+}
+
+/// Announces a body of `length` bytes but sends only its start; returns the raw response.
+async fn oversized_post(addr: std::net::SocketAddr, path: &str, length: usize) -> String {
+    use base64::Engine;
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut sock = tokio::net::TcpStream::connect(addr).await.expect("connect");
+    let token = base64::engine::general_purpose::STANDARD.encode("guest:guest");
+    let head = format!(
+        "POST {path} HTTP/1.1\r\nHost: x\r\nAuthorization: Basic {token}\r\nContent-Type: application/json\r\nContent-Length: {length}\r\n\r\n{{\"queues\": ["
+    );
+    sock.write_all(head.as_bytes()).await.expect("send");
+    let mut raw = vec![0u8; 4096];
+    let n = within(sock.read(&mut raw)).await.expect("read");
+    String::from_utf8_lossy(&raw[..n]).into_owned()
 }
 
 /// A real export from RabbitMQ 3.10.8 (made with its management API: user "app" with password

@@ -187,10 +187,33 @@ impl FromRequestParts<AppState> for Policymaker {
     }
 }
 
+/// Largest request body accepted (RabbitMQ's `management.http.max_body_size`, 20 MB).
+const MAX_BODY: usize = 20_000_000;
+
 /// Turns the framework's plain-text body rejections (malformed or mistyped JSON: 400, 415,
-/// 422) into RabbitMQ's `400 {"error": "bad_request", "reason": ...}`.
+/// 422; too large: 413) into RabbitMQ's `400 {"error": "bad_request", "reason": ...}`.
 async fn body_errors(req: axum::extract::Request, next: axum::middleware::Next) -> Response {
+    let too_large = || {
+        ApiError::new(
+            StatusCode::BAD_REQUEST,
+            "bad_request",
+            "Exceeded HTTP request body size limit",
+        )
+        .into_response()
+    };
+    // A declared length over the limit is refused before any of the body is read.
+    let declared = req
+        .headers()
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<u64>().ok());
+    if declared.is_some_and(|n| n > MAX_BODY as u64) {
+        return too_large();
+    }
     let resp = next.run(req).await;
+    if resp.status() == StatusCode::PAYLOAD_TOO_LARGE {
+        return too_large();
+    }
     let plain = resp
         .headers()
         .get(header::CONTENT_TYPE)
@@ -402,6 +425,7 @@ pub fn router(broker: Arc<Broker>) -> Router {
         .fallback(not_found)
         .layer(axum::middleware::from_fn(listing::list_parameters))
         .layer(axum::middleware::from_fn(body_errors))
+        .layer(axum::extract::DefaultBodyLimit::max(MAX_BODY))
         .with_state(broker)
 }
 
