@@ -16,20 +16,6 @@ use std::time::Duration;
 
 const ADMIN: Option<(&str, &str)> = Some(("guest", "guest"));
 
-async fn ready(ch: &lapin::Channel, q: &str) -> u32 {
-    within(ch.queue_declare(
-        q.into(),
-        QueueDeclareOptions {
-            passive: true,
-            ..Default::default()
-        },
-        FieldTable::default(),
-    ))
-    .await
-    .expect("passive declare")
-    .message_count()
-}
-
 #[tokio::test]
 async fn a_memory_alarm_blocks_publishers_until_it_clears() {
     let b = start_with(|c| {

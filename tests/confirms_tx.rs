@@ -14,20 +14,6 @@ async fn declare(ch: &Channel, q: &str) {
         .expect("declare");
 }
 
-async fn ready(ch: &Channel, q: &str) -> u32 {
-    within(ch.queue_declare(
-        q.into(),
-        QueueDeclareOptions {
-            passive: true,
-            ..Default::default()
-        },
-        FieldTable::default(),
-    ))
-    .await
-    .expect("passive")
-    .message_count()
-}
-
 #[tokio::test]
 async fn every_publish_is_confirmed_in_order() {
     let b = start().await;

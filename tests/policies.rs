@@ -60,20 +60,6 @@ async fn publish_confirmed(ch: &lapin::Channel, queue: &str, n: usize) -> usize 
     acked
 }
 
-async fn ready(ch: &lapin::Channel, queue: &str) -> u32 {
-    within(ch.queue_declare(
-        queue.into(),
-        QueueDeclareOptions {
-            passive: true,
-            ..Default::default()
-        },
-        FieldTable::default(),
-    ))
-    .await
-    .expect("passive declare")
-    .message_count()
-}
-
 async fn declare(ch: &lapin::Channel, queue: &str, args: FieldTable) {
     within(ch.queue_declare(queue.into(), QueueDeclareOptions::default(), args))
         .await

@@ -153,3 +153,18 @@ pub async fn publish_error(
         Err(e) => code(&e),
     }
 }
+
+/// Ready messages in a queue (a passive declare).
+pub async fn ready(ch: &lapin::Channel, queue: &str) -> u32 {
+    within(ch.queue_declare(
+        queue.into(),
+        lapin::options::QueueDeclareOptions {
+            passive: true,
+            ..Default::default()
+        },
+        lapin::types::FieldTable::default(),
+    ))
+    .await
+    .expect("passive declare")
+    .message_count()
+}
