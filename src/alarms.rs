@@ -164,18 +164,9 @@ impl Alarms {
 pub async fn run(
     broker: Weak<crate::broker::Broker>,
     interval: Duration,
-    mut shutdown: watch::Receiver<bool>,
+    shutdown: watch::Receiver<bool>,
 ) {
-    let mut tick = tokio::time::interval(interval.max(Duration::from_millis(10)));
-    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    loop {
-        tokio::select! {
-            _ = shutdown.changed() => return,
-            _ = tick.tick() => {}
-        }
-        let Some(b) = broker.upgrade() else { return };
-        b.alarms.check();
-    }
+    crate::sampler::periodic(broker, interval, shutdown, |b| b.alarms.check()).await
 }
 
 #[cfg(test)]

@@ -185,12 +185,14 @@ pub(crate) async fn bind(
     let kind_name = destination_kind(&kind)?;
     let body = body.map(|Json(b)| b).unwrap_or_default();
     let args = json_table(&body.arguments)?;
-    let mark = v.store.submitted();
-    let r = if kind_name == "queue" {
-        v.queue_bind(&dest, url_name(&source), &body.routing_key, &args, 0)
-    } else {
-        v.exchange_bind(&dest, url_name(&source), &body.routing_key, &args)
-    };
+    let r = super::durably(&v.store, async {
+        if kind_name == "queue" {
+            v.queue_bind(&dest, url_name(&source), &body.routing_key, &args, 0)
+        } else {
+            v.exchange_bind(&dest, url_name(&source), &body.routing_key, &args)
+        }
+    })
+    .await;
     r.map_err(|e| {
         if e.code == 404 {
             ApiError::not_found()
@@ -198,7 +200,6 @@ pub(crate) async fn bind(
             bad_request(e)
         }
     })?;
-    v.store.sync_since(mark).await;
     let location = format!(
         "/api/bindings/{}/e/{source}/{kind}/{dest}/{}",
         vhost.replace('/', "%2F"),
@@ -249,13 +250,14 @@ pub(crate) async fn unbind(
         Some(Value::Object(m)) => crate::json::json_table(m.iter()).unwrap_or_default(),
         _ => FieldTable::default(),
     };
-    let mark = v.store.submitted();
-    let r = if found["destination_type"] == "queue" {
-        v.queue_unbind(&path.3, source, key, &args, 0)
-    } else {
-        v.exchange_unbind(&path.3, source, key, &args)
-    };
-    r.map_err(bad_request)?;
-    v.store.sync_since(mark).await;
+    super::durably(&v.store, async {
+        if found["destination_type"] == "queue" {
+            v.queue_unbind(&path.3, source, key, &args, 0)
+        } else {
+            v.exchange_unbind(&path.3, source, key, &args)
+        }
+    })
+    .await
+    .map_err(bad_request)?;
     Ok(StatusCode::NO_CONTENT)
 }

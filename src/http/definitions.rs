@@ -24,9 +24,7 @@ pub(crate) async fn export_vhost(
 /// 204 as RabbitMQ when everything was imported; 200 with the list of what was skipped
 /// otherwise.
 async fn import(b: &AppState, doc: &Value, vhost: Option<&str>) -> Result<Response, ApiError> {
-    let mark = b.store.submitted();
-    let r = crate::definitions::import(b, doc, vhost).await;
-    b.store.sync_since(mark).await;
+    let r = super::durably(&b.store, crate::definitions::import(b, doc, vhost)).await;
     let skipped =
         r.map_err(|reason| ApiError::new(StatusCode::BAD_REQUEST, "bad_request", reason))?;
     Ok(if skipped.is_empty() {

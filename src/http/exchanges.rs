@@ -104,15 +104,12 @@ pub(crate) async fn declare(
         internal: body.internal,
         arguments: json_table(&body.arguments)?,
     };
-    let mark = v.store.submitted();
-    v.exchange_declare(&name, &body.kind, &options)
-        .map_err(bad_request)?;
-    v.store.sync_since(mark).await;
-    Ok(if existed {
-        StatusCode::NO_CONTENT
-    } else {
-        StatusCode::CREATED
+    super::durably(&v.store, async {
+        v.exchange_declare(&name, &body.kind, &options)
     })
+    .await
+    .map_err(bad_request)?;
+    Ok(super::created_status(!existed))
 }
 
 /// Query of DELETE /api/exchanges/{vhost}/{name}.
@@ -131,10 +128,12 @@ pub(crate) async fn delete(
     let v = b.vhost(&vhost).ok_or_else(ApiError::not_found)?;
     v.exchange(url_name(&name))
         .map_err(|_| ApiError::not_found())?;
-    let mark = v.store.submitted();
-    v.exchange_delete(url_name(&name), q.if_unused.as_deref() == Some("true"))
-        .map_err(bad_request)?;
-    v.store.sync_since(mark).await;
+    let if_unused = q.if_unused.as_deref() == Some("true");
+    super::durably(&v.store, async {
+        v.exchange_delete(url_name(&name), if_unused)
+    })
+    .await
+    .map_err(bad_request)?;
     Ok(StatusCode::NO_CONTENT)
 }
 

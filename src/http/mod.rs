@@ -112,6 +112,27 @@ impl IntoResponse for ApiError {
     }
 }
 
+/// Runs a change, then waits until everything it handed to the store is committed, so that a
+/// 2xx from the API means the change is on disk.
+pub(crate) async fn durably<T>(
+    store: &crate::store::Store,
+    change: impl std::future::Future<Output = T>,
+) -> T {
+    let mark = store.submitted();
+    let out = change.await;
+    store.sync_since(mark).await;
+    out
+}
+
+/// 201 for something new, 204 for a change to something that existed.
+pub(crate) fn created_status(new: bool) -> StatusCode {
+    if new {
+        StatusCode::CREATED
+    } else {
+        StatusCode::NO_CONTENT
+    }
+}
+
 /// A user authenticated with HTTP basic auth whose tags allow the management API.
 pub(crate) struct Authenticated(pub User);
 

@@ -102,14 +102,8 @@ pub(crate) async fn put(
     check_subjects(&b, &vhost, &user)?;
     let p = Permission::new(&body.configure, &body.write, &body.read).map_err(bad_request)?;
     let existed = b.permissions.get(&vhost, &user).is_some();
-    let mark = b.store.submitted();
-    b.set_permission(&vhost, &user, p);
-    b.store.sync_since(mark).await;
-    Ok(if existed {
-        StatusCode::NO_CONTENT
-    } else {
-        StatusCode::CREATED
-    })
+    super::durably(&b.store, async { b.set_permission(&vhost, &user, p) }).await;
+    Ok(super::created_status(!existed))
 }
 
 pub(crate) async fn delete(
@@ -117,11 +111,9 @@ pub(crate) async fn delete(
     _: Administrator,
     Path((vhost, user)): Path<(String, String)>,
 ) -> Result<StatusCode, ApiError> {
-    let mark = b.store.submitted();
-    if !b.clear_permission(&vhost, &user) {
+    if !super::durably(&b.store, async { b.clear_permission(&vhost, &user) }).await {
         return Err(ApiError::not_found());
     }
-    b.store.sync_since(mark).await;
     Ok(StatusCode::NO_CONTENT)
 }
 
@@ -171,14 +163,8 @@ pub(crate) async fn topic_put(
         .permissions
         .topics(&vhost, &user)
         .is_some_and(|l| l.iter().any(|x| x.exchange == body.exchange));
-    let mark = b.store.submitted();
-    b.set_topic_permission(&vhost, &user, t);
-    b.store.sync_since(mark).await;
-    Ok(if existed {
-        StatusCode::NO_CONTENT
-    } else {
-        StatusCode::CREATED
-    })
+    super::durably(&b.store, async { b.set_topic_permission(&vhost, &user, t) }).await;
+    Ok(super::created_status(!existed))
 }
 
 pub(crate) async fn topic_delete(
@@ -186,10 +172,12 @@ pub(crate) async fn topic_delete(
     _: Administrator,
     Path((vhost, user)): Path<(String, String)>,
 ) -> Result<StatusCode, ApiError> {
-    let mark = b.store.submitted();
-    if !b.clear_topic_permissions(&vhost, &user, None) {
+    if !super::durably(&b.store, async {
+        b.clear_topic_permissions(&vhost, &user, None)
+    })
+    .await
+    {
         return Err(ApiError::not_found());
     }
-    b.store.sync_since(mark).await;
     Ok(StatusCode::NO_CONTENT)
 }

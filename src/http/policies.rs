@@ -93,14 +93,8 @@ async fn put_one(
     let v = b.vhost(&vhost).ok_or_else(vhost_missing)?;
     let p = Policy::from_json(&vhost, &name, &body, operator)
         .map_err(|e| bad_request(if operator { e } else { escaped(e) }))?;
-    let mark = b.store.submitted();
-    let created = v.put_policy(p, operator).await;
-    b.store.sync_since(mark).await;
-    Ok(if created {
-        StatusCode::CREATED
-    } else {
-        StatusCode::NO_CONTENT
-    })
+    let created = super::durably(&b.store, async { v.put_policy(p, operator).await }).await;
+    Ok(super::created_status(created))
 }
 
 async fn delete_one(
@@ -110,11 +104,9 @@ async fn delete_one(
     operator: bool,
 ) -> Result<StatusCode, ApiError> {
     let v = b.vhost(&vhost).ok_or_else(ApiError::not_found)?;
-    let mark = b.store.submitted();
-    if !v.delete_policy(&name, operator).await {
+    if !super::durably(&b.store, async { v.delete_policy(&name, operator).await }).await {
         return Err(ApiError::not_found());
     }
-    b.store.sync_since(mark).await;
     Ok(StatusCode::NO_CONTENT)
 }
 
@@ -317,14 +309,8 @@ pub(crate) async fn global_put(
         .get("value")
         .cloned()
         .ok_or_else(|| bad_request("[{key_missing,value}]"))?;
-    let mark = b.store.submitted();
-    let created = b.put_global_parameter(&name, value);
-    b.store.sync_since(mark).await;
-    Ok(if created {
-        StatusCode::CREATED
-    } else {
-        StatusCode::NO_CONTENT
-    })
+    let created = super::durably(&b.store, async { b.put_global_parameter(&name, value) }).await;
+    Ok(super::created_status(created))
 }
 
 pub(crate) async fn global_delete(
@@ -332,10 +318,8 @@ pub(crate) async fn global_delete(
     _: Policymaker,
     Path(name): Path<String>,
 ) -> Result<StatusCode, ApiError> {
-    let mark = b.store.submitted();
-    if !b.delete_global_parameter(&name) {
+    if !super::durably(&b.store, async { b.delete_global_parameter(&name) }).await {
         return Err(ApiError::not_found());
     }
-    b.store.sync_since(mark).await;
     Ok(StatusCode::NO_CONTENT)
 }

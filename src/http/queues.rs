@@ -156,15 +156,12 @@ pub(crate) async fn declare(
         arguments,
         ..QueueOptions::default()
     };
-    let mark = v.store.submitted();
-    v.queue_declare(&name, &options, HTTP_CONNECTION)
-        .map_err(bad_request)?;
-    v.store.sync_since(mark).await;
-    Ok(if existed {
-        StatusCode::NO_CONTENT
-    } else {
-        StatusCode::CREATED
+    super::durably(&v.store, async {
+        v.queue_declare(&name, &options, HTTP_CONNECTION)
     })
+    .await
+    .map_err(bad_request)?;
+    Ok(super::created_status(!existed))
 }
 
 /// Query of DELETE /api/queues/{vhost}/{name}.

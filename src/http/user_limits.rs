@@ -70,11 +70,9 @@ pub(crate) async fn put(
         };
         bad_request(format!("{name} should be a number, actually was {shown}"))
     })?;
-    let mark = b.store.submitted();
-    if !b.set_user_limit(&user, &name, Some(n)) {
+    if !super::durably(&b.store, async { b.set_user_limit(&user, &name, Some(n)) }).await {
         return Err(bad_request(json!(["no_such_user", user])));
     }
-    b.store.sync_since(mark).await;
     Ok(StatusCode::NO_CONTENT)
 }
 
@@ -83,10 +81,8 @@ pub(crate) async fn delete(
     _: Administrator,
     Path((user, name)): Path<(String, String)>,
 ) -> Result<StatusCode, ApiError> {
-    let mark = b.store.submitted();
-    if !b.set_user_limit(&user, &name, None) {
+    if !super::durably(&b.store, async { b.set_user_limit(&user, &name, None) }).await {
         return Err(ApiError::not_found());
     }
-    b.store.sync_since(mark).await;
     Ok(StatusCode::NO_CONTENT)
 }

@@ -108,14 +108,8 @@ pub(crate) async fn put(
         },
     }
     .ok_or_else(|| bad_request("invalid password_hash"))?;
-    let mark = b.store.submitted();
-    let created = b.put_user(user);
-    b.store.sync_since(mark).await;
-    Ok(if created {
-        StatusCode::CREATED
-    } else {
-        StatusCode::NO_CONTENT
-    })
+    let created = super::durably(&b.store, async { b.put_user(user) }).await;
+    Ok(super::created_status(created))
 }
 
 pub(crate) async fn delete(
@@ -123,10 +117,8 @@ pub(crate) async fn delete(
     _: Administrator,
     Path(name): Path<String>,
 ) -> Result<StatusCode, ApiError> {
-    let mark = b.store.submitted();
-    if !b.delete_user(&name) {
+    if !super::durably(&b.store, async { b.delete_user(&name) }).await {
         return Err(ApiError::not_found());
     }
-    b.store.sync_since(mark).await;
     Ok(StatusCode::NO_CONTENT)
 }

@@ -56,14 +56,8 @@ pub(crate) async fn put(
     _: Administrator,
     Path(name): Path<String>,
 ) -> StatusCode {
-    let mark = b.store.submitted();
-    let created = b.add_vhost(&name);
-    b.store.sync_since(mark).await;
-    if created {
-        StatusCode::CREATED
-    } else {
-        StatusCode::NO_CONTENT
-    }
+    let created = super::durably(&b.store, async { b.add_vhost(&name) }).await;
+    super::created_status(created)
 }
 
 pub(crate) async fn delete(
@@ -71,11 +65,9 @@ pub(crate) async fn delete(
     _: Administrator,
     Path(name): Path<String>,
 ) -> Result<StatusCode, ApiError> {
-    let mark = b.store.submitted();
-    if !b.delete_vhost(&name).await {
+    if !super::durably(&b.store, async { b.delete_vhost(&name).await }).await {
         return Err(ApiError::not_found());
     }
-    b.store.sync_since(mark).await;
     Ok(StatusCode::NO_CONTENT)
 }
 
@@ -128,15 +120,13 @@ pub(crate) async fn limit_put(
             "value must be an integer",
         )
     })?;
-    let mark = b.store.submitted();
-    if !b.set_vhost_limit(&vhost, &name, value) {
+    if !super::durably(&b.store, async { b.set_vhost_limit(&vhost, &name, value) }).await {
         return Err(ApiError::new(
             StatusCode::BAD_REQUEST,
             "bad_request",
             format!("unknown limit {name} (max-connections, max-queues)"),
         ));
     }
-    b.store.sync_since(mark).await;
     Ok(StatusCode::NO_CONTENT)
 }
 
@@ -146,10 +136,8 @@ pub(crate) async fn limit_delete(
     Path((vhost, name)): Path<(String, String)>,
 ) -> Result<StatusCode, ApiError> {
     b.vhost(&vhost).ok_or_else(ApiError::not_found)?;
-    let mark = b.store.submitted();
-    if !b.set_vhost_limit(&vhost, &name, -1) {
+    if !super::durably(&b.store, async { b.set_vhost_limit(&vhost, &name, -1) }).await {
         return Err(ApiError::not_found());
     }
-    b.store.sync_since(mark).await;
     Ok(StatusCode::NO_CONTENT)
 }
