@@ -472,3 +472,47 @@ async fn policy_access_follows_user_tags() {
     let r = request(addr, "GET", "/api/parameters", Some(("mg", "mg")), None).await;
     assert_eq!(r.status, 401);
 }
+
+#[tokio::test]
+async fn a_consumer_timeout_policy_closes_a_stuck_consumers_channel() {
+    use common::raw::{method, Raw};
+    use lapin::protocol::{basic as b, AMQPClass};
+    let broker = start().await;
+    let (status, _) = put(
+        &broker,
+        "/api/policies/%2F/stuck",
+        json!({"pattern": "^slow$", "definition": {"consumer-timeout": 100}}),
+    )
+    .await;
+    assert_eq!(status, 201);
+    let (_c, ch) = broker.channel().await;
+    declare(&ch, "slow", FieldTable::default()).await;
+    assert_eq!(publish_confirmed(&ch, "slow", 1).await, 1);
+    let mut r = Raw::open(broker.server.amqp_addr).await;
+    r.send(&method(
+        1,
+        AMQPClass::Basic(b::AMQPMethod::Consume(b::Consume {
+            queue: "slow".into(),
+            consumer_tag: "c".into(),
+            no_local: false,
+            no_ack: false,
+            exclusive: false,
+            nowait: false,
+            arguments: FieldTable::default(),
+        })),
+    ))
+    .await;
+    // Delivered, never acked: the policy's 100 ms close the channel with 406 and requeue.
+    assert_eq!(r.channel_close_code().await, Some((1, 406)));
+    within(async {
+        while ready(&ch, "slow").await != 1 {
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        }
+    })
+    .await;
+    let got = within(ch.basic_get("slow".into(), BasicGetOptions { no_ack: true }))
+        .await
+        .expect("get")
+        .expect("requeued");
+    assert!(got.delivery.redelivered);
+}
