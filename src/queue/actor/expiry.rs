@@ -12,6 +12,10 @@ impl QueueActor {
     /// Drops expired messages from the head (only the head is checked, as in RabbitMQ, so a
     /// queue without TTLs pays nothing and expiry never scans the queue).
     pub(super) fn expire_head(&mut self) {
+        // The clock is read only when the head has a deadline (not per message otherwise).
+        if self.ready.front().is_none_or(|r| r.expires.is_none()) {
+            return;
+        }
         let now = now_ms();
         while self
             .ready
@@ -26,29 +30,41 @@ impl QueueActor {
         }
     }
 
-    /// When to look for timed-out deliveries next: while a consumer with a timeout holds
-    /// unacknowledged messages, every min(timeout, 1 s).
-    pub(super) fn next_timeout_check(&self) -> Option<u64> {
-        let shortest = self
-            .consumers
+    /// The shortest timeout of the consumers that hold unacknowledged deliveries, if any.
+    fn shortest_timeout(&self) -> Option<u64> {
+        self.consumers
             .iter()
             .filter(|c| c.spec.timeout > 0 && c.unacked > 0 && !c.timed_out)
             .map(|c| c.spec.timeout)
-            .min()?;
-        Some(now_ms() + shortest.min(1000))
+            .min()
+    }
+
+    /// When to look for timed-out deliveries next: while a consumer with a timeout holds
+    /// unacknowledged messages, every min(timeout, 1 s).
+    pub(super) fn next_timeout_check(&mut self) -> Option<u64> {
+        let Some(shortest) = self.shortest_timeout() else {
+            self.timeout_check_at = None;
+            return None;
+        };
+        Some(
+            *self
+                .timeout_check_at
+                .get_or_insert_with(|| now_ms() + shortest.min(1000)),
+        )
     }
 
     /// Tells the channel of every consumer holding a delivery longer than its timeout to close
-    /// (406); closing the channel requeues its messages.
+    /// (406); closing the channel requeues its messages. The unacked deliveries are scanned at
+    /// most every min(timeout, 1 s), not per batch.
     pub(super) fn check_consumer_timeouts(&mut self) {
-        if !self
-            .consumers
-            .iter()
-            .any(|c| c.spec.timeout > 0 && c.unacked > 0 && !c.timed_out)
-        {
+        let Some(at) = self.next_timeout_check() else {
+            return;
+        };
+        let now = now_ms();
+        if now < at {
             return;
         }
-        let now = now_ms();
+        self.timeout_check_at = None;
         for u in self.unacked.values() {
             let Some(id) = u.consumer else { continue };
             let Some(c) = self.consumers.iter_mut().find(|c| c.spec.id == id) else {

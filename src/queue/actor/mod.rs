@@ -98,6 +98,8 @@ struct QueueActor {
     capacity: super::stats::Capacity,
     /// Unix ms of the last publish, delivery, settle or consumer change.
     last_activity: u64,
+    /// When the unacked deliveries are next scanned for consumer timeouts.
+    timeout_check_at: Option<u64>,
     next_consumer: usize,
     had_consumers: bool,
     stopped: bool,
@@ -151,6 +153,7 @@ pub(super) fn start(
         stats: Stats::default(),
         capacity: Default::default(),
         last_activity: crate::delayed::unix_ms(),
+        timeout_check_at: None,
         next_consumer: 0,
         had_consumers: false,
         stopped: false,
@@ -685,6 +688,12 @@ impl QueueActor {
     /// Pushes ready messages to consumers round-robin while any has credit.
     fn deliver(&mut self) {
         let n = self.consumers.len();
+        // One clock read per batch for the deliveries' timestamps.
+        let now = if n > 0 && !self.ready.is_empty() {
+            now_ms()
+        } else {
+            0
+        };
         while n > 0 && !self.ready.is_empty() && !self.stopped {
             let Some(idx) = self.pick_consumer() else {
                 return;
@@ -719,7 +728,7 @@ impl QueueActor {
                         msg: msg.clone(),
                         consumer: Some(c.spec.id),
                         returns,
-                        since: now_ms(),
+                        since: now,
                     },
                 );
             }
