@@ -136,6 +136,9 @@ fn decode_method(payload: &[u8]) -> AmqpResult<AMQPClass> {
         u16::from_be_bytes([payload[0], payload[1]]),
         u16::from_be_bytes([payload[2], payload[3]]),
     );
+    if let Some(class) = decode_hot(ids, &payload[4..]) {
+        return Ok(class);
+    }
     let err = |detail: &str| AmqpError::frame_error(detail).with_method(ids.0, ids.1);
     if nesting::check_method(payload).is_err() {
         return Err(err(
@@ -148,6 +151,42 @@ fn decode_method(payload: &[u8]) -> AmqpResult<AMQPClass> {
         Err(nom::Err::Incomplete(_)) => Err(err("cannot decode method: arguments truncated")),
         // RabbitMQ answers every undecodable argument list (bad field type, bad UTF-8...) so.
         Err(_) => Err(err("cannot decode method arguments")),
+    }
+}
+
+/// basic.publish and basic.ack, decoded by hand (one of each per message; amq-protocol's
+/// generic parser showed in profiles). Anything unusual returns None and takes the generic
+/// path, which gives the errors.
+fn decode_hot(ids: (u16, u16), args: &[u8]) -> Option<AMQPClass> {
+    use amq_protocol::protocol::basic;
+    fn shortstr(b: &[u8]) -> Option<(&str, &[u8])> {
+        let (&len, rest) = b.split_first()?;
+        let s = rest.get(..usize::from(len))?;
+        Some((std::str::from_utf8(s).ok()?, &rest[usize::from(len)..]))
+    }
+    match ids {
+        (60, 40) => {
+            let (exchange, rest) = shortstr(args.get(2..)?)?;
+            let (routing_key, rest) = shortstr(rest)?;
+            let [bits] = rest else { return None };
+            Some(AMQPClass::Basic(basic::AMQPMethod::Publish(
+                basic::Publish {
+                    exchange: exchange.into(),
+                    routing_key: routing_key.into(),
+                    mandatory: bits & 1 != 0,
+                    immediate: bits & 2 != 0,
+                },
+            )))
+        }
+        (60, 80) => {
+            let (tag, rest) = args.split_first_chunk::<8>()?;
+            let [bits] = rest else { return None };
+            Some(AMQPClass::Basic(basic::AMQPMethod::Ack(basic::Ack {
+                delivery_tag: u64::from_be_bytes(*tag),
+                multiple: bits & 1 != 0,
+            })))
+        }
+        _ => None,
     }
 }
 
@@ -341,6 +380,49 @@ pub fn encode_confirm(
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn hot_methods_decode_as_the_generic_parser_does() {
+        use amq_protocol::frame::{gen_frame, AMQPFrame};
+        use amq_protocol::protocol::basic;
+        let cases = [
+            AMQPClass::Basic(basic::AMQPMethod::Publish(basic::Publish {
+                exchange: "amq.direct".into(),
+                routing_key: "a.routing.key".into(),
+                mandatory: true,
+                immediate: false,
+            })),
+            AMQPClass::Basic(basic::AMQPMethod::Publish(basic::Publish {
+                exchange: "".into(),
+                routing_key: "".into(),
+                mandatory: false,
+                immediate: true,
+            })),
+            AMQPClass::Basic(basic::AMQPMethod::Ack(basic::Ack {
+                delivery_tag: 0x0102_0304_0506_0708,
+                multiple: true,
+            })),
+        ];
+        for class in cases {
+            let buf = cookie_factory::gen_simple(
+                gen_frame(&AMQPFrame::Method(1, class.clone())),
+                Vec::new(),
+            )
+            .expect("encode");
+            let payload = &buf[7..buf.len() - 1];
+            let ids = (
+                u16::from_be_bytes([payload[0], payload[1]]),
+                u16::from_be_bytes([payload[2], payload[3]]),
+            );
+            let fast = decode_hot(ids, &payload[4..]).expect("decoded by hand");
+            assert_eq!(format!("{fast:?}"), format!("{class:?}"));
+            let generic = parse_class(payload).expect("generic").1;
+            assert_eq!(format!("{fast:?}"), format!("{generic:?}"));
+        }
+        // Truncated or trailing bytes fall back to the generic parser (and its errors).
+        assert!(decode_hot((60, 40), &[0, 0, 3, b'a']).is_none());
+        assert!(decode_hot((60, 80), &[0; 10]).is_none());
+    }
+
     use super::*;
     use amq_protocol::frame::{gen_frame, parsing::parse_frame, AMQPFrame};
     use amq_protocol::protocol::basic;

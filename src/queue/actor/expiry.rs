@@ -179,6 +179,9 @@ impl QueueActor {
 
     /// With drop-head, drops (dead-letters) the oldest ready messages while over a limit.
     pub(super) fn enforce_limits(&mut self) {
+        if self.args.max_length.is_none() && self.args.max_length_bytes.is_none() {
+            return;
+        }
         let args = self.args.clone();
         if args.overflow != Overflow::DropHead {
             return;
