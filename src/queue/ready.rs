@@ -97,7 +97,7 @@ impl ReadyList {
         self.len -= 1;
         self.bytes = self.bytes.saturating_sub(r.size);
         if r.msg.is_some() {
-            self.in_memory.0 -= 1;
+            self.in_memory.0 = self.in_memory.0.saturating_sub(1);
             self.in_memory.1 = self.in_memory.1.saturating_sub(r.size);
         }
         Some(r)
