@@ -170,12 +170,20 @@ impl Channel {
         }
     }
 
+    /// Publishes the unacked gauge alone (what a delivery changes).
+    pub fn update_unacked_gauge(&self) {
+        self.stats.unacked.store(
+            self.unacked.len() as u32,
+            std::sync::atomic::Ordering::Relaxed,
+        );
+    }
+
     /// Publishes the channel's gauges for the API (plain stores; called after each method and
     /// delivery by the owning connection task).
     pub fn update_gauges(&self) {
         use std::sync::atomic::Ordering::Relaxed;
         let s = &self.stats;
-        s.unacked.store(self.unacked.len() as u32, Relaxed);
+        self.update_unacked_gauge();
         s.unconfirmed
             .store(self.confirms.unconfirmed() as u32, Relaxed);
         s.consumers.store(self.consumers.len() as u32, Relaxed);

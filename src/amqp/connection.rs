@@ -489,7 +489,10 @@ impl Connection {
         if ch.finished {
             self.info.channels.fetch_sub(1, Ordering::Relaxed);
         } else {
-            ch.update_gauges();
+            // Content frames change no gauge (a finished publish is counted at the flush).
+            if ids.0 != 0 {
+                ch.update_gauges();
+            }
             *self.channel_slot(id) = Some(ch);
         }
         result
@@ -751,7 +754,7 @@ impl Connection {
                 seq: d.seq,
                 counted: true,
             });
-            ch.update_gauges();
+            ch.update_unacked_gauge();
         }
     }
 
