@@ -53,7 +53,11 @@ impl Broker {
     /// Opens the store under the data dir and rebuilds the broker from it. A fresh store gets
     /// the configured default user and virtual host, as RabbitMQ does on first boot.
     pub fn open(config: Config) -> Result<Arc<Broker>, StoreError> {
-        let (store, recovered) = Store::open(&config.data_dir, config.store_cache_bytes)?;
+        let window = crate::store::paging::Window {
+            messages: config.queue_window_messages,
+            bytes: config.queue_window_bytes,
+        };
+        let (store, recovered) = Store::open(&config.data_dir, config.store_cache_bytes, window)?;
         let b = Arc::new(Broker {
             vhosts: DashMap::new(),
             users: DashMap::new(),

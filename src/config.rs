@@ -33,6 +33,10 @@ pub struct Config {
     pub handshake_timeout: u64,
     /// Page cache of the embedded store, bytes.
     pub store_cache_bytes: usize,
+    /// Ready messages each queue keeps in memory; newer ones are paged out to disk.
+    pub queue_window_messages: usize,
+    /// Body bytes of ready messages each queue keeps in memory; newer ones are paged out.
+    pub queue_window_bytes: u64,
     /// Users that may only connect from a loopback address (RabbitMQ's `loopback_users`).
     pub loopback_users: Vec<String>,
     /// Milliseconds a consumer may hold a delivery unacknowledged before its channel is closed
@@ -117,6 +121,8 @@ impl Default for Config {
             cluster_name: "warren@localhost".into(),
             handshake_timeout: 10,
             store_cache_bytes: 32 << 20,
+            queue_window_messages: crate::store::paging::Window::default().messages,
+            queue_window_bytes: crate::store::paging::Window::default().bytes,
             consumer_timeout: 1_800_000,
             collect_statistics_interval: 5_000,
             memory_high_watermark: 0.4,

@@ -49,6 +49,8 @@ fn describe_with(q: &QueueRef, info: &crate::queue::QueueInfo) -> Value {
         "message_bytes_ready": info.message_bytes_ready,
         "message_bytes_unacknowledged": info.message_bytes_unacknowledged,
         "message_bytes_ram": info.message_bytes_ram,
+        "messages_paged_out": info.messages_paged_out,
+        "message_bytes_paged_out": info.message_bytes_paged_out,
         "memory": info.memory,
         "consumers": info.consumers,
         "consumer_utilisation": info.consumer_utilisation,

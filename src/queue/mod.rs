@@ -86,6 +86,10 @@ pub struct QueueInfo {
     pub messages_ram: u32,
     /// Their body bytes.
     pub message_bytes_ram: u64,
+    /// Ready messages paged out to disk (beyond the queue's in-memory window).
+    pub messages_paged_out: u32,
+    /// Their body bytes.
+    pub message_bytes_paged_out: u64,
     /// Estimated heap bytes the queue holds: bodies in memory plus per-message bookkeeping.
     pub memory: u64,
     /// Share of the last sampling interval its consumers could take messages (0 without

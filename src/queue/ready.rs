@@ -2,8 +2,14 @@
 //! priority level (one level unless the queue has `x-max-priority`), highest level first.
 //! Requeued messages go back to their original place; the body bytes are counted for
 //! x-max-length-bytes.
+//!
+//! A list without priorities keeps at most its window (`store::paging::Window`) in memory:
+//! fresh messages published beyond it go to the queue's page file, and once one is paged out
+//! every newer one follows, so the paged tail always holds the newest messages. The tail is
+//! read back, in order, whenever the memory part falls to half the window.
 
 use crate::message::Message;
+use crate::store::paging::PageFile;
 use std::collections::VecDeque;
 use std::sync::Arc;
 
@@ -28,21 +34,26 @@ pub(super) struct Ready {
 #[derive(Debug)]
 pub(super) struct ReadyList {
     levels: Vec<VecDeque<Ready>>,
+    /// Entries in `levels`, and their body bytes.
     len: usize,
     bytes: u64,
     /// Messages (and their body bytes) whose bodies are in memory, not only in the store.
     in_memory: (usize, u64),
+    /// The newest messages, beyond the window (lists without priorities only).
+    paged: Option<PageFile>,
 }
 
 impl ReadyList {
-    /// A list with levels 0..=max_priority (one level without priorities).
-    pub fn new(max_priority: Option<u8>) -> Self {
+    /// A list with levels 0..=max_priority (one level without priorities); a list without
+    /// priorities given a page file keeps only its window in memory.
+    pub fn new(max_priority: Option<u8>, page_file: Option<PageFile>) -> Self {
         let n = usize::from(max_priority.unwrap_or(0)) + 1;
         ReadyList {
             levels: (0..n).map(|_| VecDeque::new()).collect(),
             len: 0,
             bytes: 0,
             in_memory: (0, 0),
+            paged: page_file.filter(|_| n == 1),
         }
     }
 
@@ -51,17 +62,23 @@ impl ReadyList {
         priority.unwrap_or(0).min((self.levels.len() - 1) as u8)
     }
 
+    /// Ready messages, paged out ones included.
     pub fn len(&self) -> usize {
-        self.len
+        self.len + self.paged().0
     }
 
     pub fn is_empty(&self) -> bool {
-        self.len == 0
+        self.len() == 0
     }
 
-    /// Body bytes of the ready messages.
+    /// Body bytes of the ready messages, paged out ones included.
     pub fn bytes(&self) -> u64 {
-        self.bytes
+        self.bytes + self.paged().1
+    }
+
+    /// Paged out messages and their body bytes.
+    pub fn paged(&self) -> (usize, u64) {
+        self.paged.as_ref().map_or((0, 0), |p| (p.len(), p.bytes()))
     }
 
     /// Ready messages whose bodies are in memory, and their body bytes.
@@ -69,8 +86,12 @@ impl ReadyList {
         self.in_memory
     }
 
-    /// Inserts keeping sequence order within the level (a new message simply goes last).
+    /// Inserts keeping sequence order within the level (a new message simply goes last, or
+    /// to the page file beyond the window).
     pub fn insert(&mut self, r: Ready) {
+        let Some(r) = self.page_out(r) else {
+            return;
+        };
         self.len += 1;
         self.bytes += r.size;
         if r.msg.is_some() {
@@ -93,6 +114,9 @@ impl ReadyList {
 
     /// Takes the next message to deliver.
     pub fn pop_front(&mut self) -> Option<Ready> {
+        if self.len == 0 {
+            self.refill();
+        }
         let r = self.levels.iter_mut().rev().find_map(|l| l.pop_front())?;
         self.len -= 1;
         self.bytes = self.bytes.saturating_sub(r.size);
@@ -100,14 +124,82 @@ impl ReadyList {
             self.in_memory.0 = self.in_memory.0.saturating_sub(1);
             self.in_memory.1 = self.in_memory.1.saturating_sub(r.size);
         }
+        self.refill();
         Some(r)
     }
 
-    pub fn clear(&mut self) {
+    /// Empties the list; returns the sequence range of the messages that were paged out.
+    pub fn clear(&mut self) -> Option<(u64, u64)> {
         self.levels.iter_mut().for_each(VecDeque::clear);
         self.len = 0;
         self.bytes = 0;
         self.in_memory = (0, 0);
+        let paged = self.paged.as_mut()?;
+        let range = paged.seq_range();
+        paged.clear();
+        range
+    }
+
+    /// Sends a fresh message to the page file when the window is full or older messages are
+    /// already there; gives it back when it stays in memory.
+    fn page_out(&mut self, r: Ready) -> Option<Ready> {
+        let Some(paged) = self.paged.as_mut() else {
+            return Some(r);
+        };
+        let window = paged.paging().window;
+        let newest = self.levels[0].back().is_none_or(|b| b.seq < r.seq)
+            && paged.seq_range().is_none_or(|(_, last)| last < r.seq);
+        let full = !paged.is_empty() || self.len >= window.messages || self.bytes >= window.bytes;
+        let fresh = !r.redelivered && r.returns == 0;
+        let Some(msg) = r.msg.as_ref().filter(|_| newest && full && fresh) else {
+            return Some(r);
+        };
+        match paged.push(r.seq, r.expires, msg) {
+            Ok(()) => None,
+            Err(e) => {
+                // Kept in memory (out of order with the paged ones) rather than lost.
+                tracing::error!(error = %e, "paging a message out failed");
+                Some(r)
+            }
+        }
+    }
+
+    /// Reads paged messages back once the memory part is down to half the window.
+    fn refill(&mut self) {
+        let Some(paged) = self.paged.as_mut().filter(|p| !p.is_empty()) else {
+            return;
+        };
+        let window = paged.paging().window;
+        let low = self.len <= window.messages / 2
+            || (self.len < window.messages && self.bytes <= window.bytes / 2);
+        if !low {
+            return;
+        }
+        let got = paged.pop(
+            window.messages.saturating_sub(self.len),
+            window.bytes.saturating_sub(self.bytes),
+        );
+        match got {
+            Ok(got) => {
+                for p in got {
+                    let size = p.msg.body_len() as u64;
+                    self.len += 1;
+                    self.bytes += size;
+                    self.in_memory.0 += 1;
+                    self.in_memory.1 += size;
+                    self.levels[0].push_back(Ready {
+                        seq: p.seq,
+                        msg: Some(Arc::new(p.msg)),
+                        redelivered: false,
+                        expires: p.expires,
+                        size,
+                        returns: 0,
+                        priority: 0,
+                    });
+                }
+            }
+            Err(e) => tracing::error!(error = %e, "reading paged messages back failed"),
+        }
     }
 
     pub fn iter(&self) -> impl Iterator<Item = &Ready> {
@@ -152,7 +244,7 @@ mod tests {
 
     #[test]
     fn highest_priority_first_then_sequence_order() {
-        let mut l = ReadyList::new(Some(5));
+        let mut l = ReadyList::new(Some(5), None);
         assert_eq!(l.level_of(Some(200)), 5);
         assert_eq!(l.level_of(None), 0);
         for (seq, p) in [(0, 0), (1, 5), (2, 3), (3, 5), (4, 0)] {
@@ -166,7 +258,7 @@ mod tests {
 
     #[test]
     fn requeue_goes_back_to_its_place() {
-        let mut l = ReadyList::new(None);
+        let mut l = ReadyList::new(None, None);
         for seq in [1, 2, 4] {
             l.insert(r(seq, 0));
         }
@@ -179,7 +271,7 @@ mod tests {
 
     #[test]
     fn loading_a_body_keeps_the_byte_count() {
-        let mut l = ReadyList::new(None);
+        let mut l = ReadyList::new(None, None);
         l.insert(Ready { size: 5, ..r(1, 0) });
         assert_eq!((l.bytes(), l.in_memory()), (5, (0, 0)));
         let body = bytes::Bytes::from_static(b"\x00\x00hello");
@@ -188,6 +280,68 @@ mod tests {
         assert_eq!((l.bytes(), l.in_memory()), (5, (1, 5)));
         l.pop_front();
         assert_eq!((l.bytes(), l.in_memory()), (0, (0, 0)));
+    }
+
+    fn with_body(seq: u64) -> Ready {
+        let body = bytes::Bytes::from(vec![0, 0, seq as u8]);
+        let props = amq_protocol::protocol::BasicProperties::default();
+        let msg = Message::new("".into(), "q".into(), body, 2, &props);
+        Ready {
+            msg: Some(Arc::new(msg)),
+            ..r(seq, 0)
+        }
+    }
+
+    #[test]
+    fn beyond_the_window_messages_are_paged_and_come_back_in_order() {
+        let dir = tempfile::tempdir().expect("dir");
+        let window = crate::store::paging::Window {
+            messages: 4,
+            bytes: 1 << 20,
+        };
+        let paging = crate::store::paging::Paging::new(dir.path(), window);
+        let mut l = ReadyList::new(None, Some(paging.page_file()));
+        for seq in 0..10 {
+            l.insert(with_body(seq));
+        }
+        assert_eq!((l.len(), l.bytes()), (10, 10));
+        assert_eq!((l.paged(), l.in_memory()), ((6, 6), (4, 4)));
+        // Two delivered, one comes back: it goes before everything, in memory.
+        let a = l.pop_front().expect("0");
+        let b = l.pop_front().expect("1");
+        assert_eq!((a.seq, b.seq), (0, 1));
+        assert_eq!(l.paged().0 + l.in_memory().0, 8);
+        assert!(l.in_memory().0 <= 4, "refilled up to the window only");
+        l.insert(Ready {
+            redelivered: true,
+            ..with_body(1)
+        });
+        l.insert(with_body(10));
+        let order: Vec<u64> = std::iter::from_fn(|| l.pop_front().map(|x| x.seq)).collect();
+        assert_eq!(order, vec![1, 2, 3, 4, 5, 6, 7, 8, 9, 10]);
+        assert_eq!((l.len(), l.bytes(), l.paged()), (0, 0, (0, 0)));
+    }
+
+    #[test]
+    fn clearing_reports_the_paged_range() {
+        let dir = tempfile::tempdir().expect("dir");
+        let window = crate::store::paging::Window {
+            messages: 2,
+            bytes: 1 << 20,
+        };
+        let paging = crate::store::paging::Paging::new(dir.path(), window);
+        let mut l = ReadyList::new(None, Some(paging.page_file()));
+        for seq in 3..9 {
+            l.insert(with_body(seq));
+        }
+        assert_eq!(l.pop_front().map(|r| r.seq), Some(3));
+        assert_eq!(l.clear(), Some((6, 8)));
+        assert!(l.is_empty());
+        let mut p = ReadyList::new(Some(3), Some(paging.page_file()));
+        for seq in 0..5 {
+            p.insert(with_body(seq));
+        }
+        assert_eq!(p.paged(), (0, 0), "priority queues stay in memory");
     }
 
     trait TapSeq {

@@ -3,6 +3,7 @@
 //! writer thread (`writer.rs`, group commit); reads (recovery, paging bodies back in) use their
 //! own read transactions and never wait for the writer.
 
+pub mod paging;
 mod recovery;
 pub mod schema;
 mod writer;
@@ -84,6 +85,7 @@ struct Inner {
     writer: Mutex<Option<std::thread::JoinHandle<()>>>,
     next_queue_id: AtomicU64,
     submitted: AtomicU64,
+    paging: Arc<paging::Paging>,
 }
 
 fn io<E: std::fmt::Display>(e: E) -> StoreError {
@@ -93,7 +95,11 @@ fn io<E: std::fmt::Display>(e: E) -> StoreError {
 impl Store {
     /// Opens (or creates) the database in `dir`, checks its schema version and reads back
     /// everything durable.
-    pub fn open(dir: &Path, cache_bytes: usize) -> Result<(Store, Recovered), StoreError> {
+    pub fn open(
+        dir: &Path,
+        cache_bytes: usize,
+        window: paging::Window,
+    ) -> Result<(Store, Recovered), StoreError> {
         let path = dir.join(DB_FILE);
         std::fs::create_dir_all(dir).map_err(|e| StoreError::Open {
             path: path.clone(),
@@ -117,7 +123,7 @@ impl Store {
                 .set_cache_size(cache_bytes)
                 .create(&reopen_path)
         });
-        Self::start(db, path, reopen)
+        Self::start(db, path, reopen, paging::Paging::new(dir, window))
     }
 
     /// Opens a store on another redb backend (tests inject failing storage this way).
@@ -133,7 +139,9 @@ impl Store {
             })?;
         let reopen: writer::Reopen =
             Box::new(move || Database::builder().create_with_backend(make()));
-        Self::start(db, PathBuf::from("<backend>"), reopen)
+        let dir = std::env::temp_dir().join(format!("warren-backend-{}", std::process::id()));
+        let paging = paging::Paging::new(&dir, paging::Window::default());
+        Self::start(db, PathBuf::from("<backend>"), reopen, paging)
     }
 
     /// Checks the schema version, recovers, and starts the writer.
@@ -141,6 +149,7 @@ impl Store {
         db: Database,
         path: PathBuf,
         reopen: writer::Reopen,
+        paging: Arc<paging::Paging>,
     ) -> Result<(Store, Recovered), StoreError> {
         let found = {
             let txn = db.begin_write().map_err(io)?;
@@ -183,10 +192,16 @@ impl Store {
                     writer: Mutex::new(Some(writer)),
                     next_queue_id: AtomicU64::new(1),
                     submitted: AtomicU64::new(0),
+                    paging,
                 }),
             },
             recovered,
         ))
+    }
+
+    /// Where queues page out the messages beyond their in-memory window.
+    pub fn paging(&self) -> &Arc<paging::Paging> {
+        &self.inner.paging
     }
 
     /// Makes sure new queue ids start above every recovered one.
@@ -335,7 +350,8 @@ mod tests {
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn concurrent_puts_land_in_few_transactions() {
         let dir = tempfile::tempdir().expect("dir");
-        let (store, recovered) = Store::open(dir.path(), 8 << 20).expect("open");
+        let (store, recovered) =
+            Store::open(dir.path(), 8 << 20, Default::default()).expect("open");
         assert!(recovered.fresh);
         let mut tasks = Vec::new();
         for t in 0..8u32 {
@@ -454,7 +470,7 @@ mod tests {
     async fn deleted_messages_are_gone_after_reopen() {
         let dir = tempfile::tempdir().expect("dir");
         {
-            let (store, _) = Store::open(dir.path(), 8 << 20).expect("open");
+            let (store, _) = Store::open(dir.path(), 8 << 20, Default::default()).expect("open");
             store.submit(Op::PutQueue {
                 key: schema::encode_parts(&[b"/", b"q"]),
                 value: schema::encode_parts(&[
@@ -477,7 +493,8 @@ mod tests {
             assert!(store.sync().await);
             store.close().await;
         }
-        let (store, recovered) = Store::open(dir.path(), 8 << 20).expect("reopen");
+        let (store, recovered) =
+            Store::open(dir.path(), 8 << 20, Default::default()).expect("reopen");
         assert!(!recovered.fresh);
         assert_eq!(recovered.queues.len(), 1);
         let seqs: Vec<u64> = recovered.queues[0].messages.iter().map(|m| m.seq).collect();

@@ -104,13 +104,24 @@ pub mod flags {
 /// A stored message: exchange, routing key, property length, then properties and body.
 pub fn encode_message(exchange: &str, routing_key: &str, props_len: usize, data: &[u8]) -> Vec<u8> {
     let mut out = Vec::with_capacity(2 + exchange.len() + routing_key.len() + 4 + data.len());
+    encode_message_into(&mut out, exchange, routing_key, props_len, data);
+    out
+}
+
+/// Appends what `encode_message` returns.
+pub fn encode_message_into(
+    out: &mut Vec<u8>,
+    exchange: &str,
+    routing_key: &str,
+    props_len: usize,
+    data: &[u8],
+) {
     out.push(exchange.len() as u8);
     out.extend_from_slice(exchange.as_bytes());
     out.push(routing_key.len() as u8);
     out.extend_from_slice(routing_key.as_bytes());
     out.extend_from_slice(&(props_len as u32).to_be_bytes());
     out.extend_from_slice(data);
-    out
 }
 
 /// The parts of a stored message: (exchange, routing key, props_len, properties and body).

@@ -33,6 +33,12 @@ pub(crate) enum Op {
         queue: u64,
         seqs: Vec<u64>,
     },
+    /// Every stored message of a queue with a sequence in `from..=to`.
+    DeleteRange {
+        queue: u64,
+        from: u64,
+        to: u64,
+    },
     Delivered {
         queue: u64,
         seq: u64,
@@ -260,6 +266,12 @@ fn apply(db: &Database, batch: &[Op]) -> Result<(), redb::Error> {
                         messages.remove((*queue, *seq))?;
                         index.remove((*queue, *seq))?;
                     }
+                }
+                Op::DeleteRange { queue, from, to } => {
+                    let range = (*queue, *from)..=(*queue, *to);
+                    messages.retain_in(range.clone(), |_, _| false)?;
+                    index.retain_in(range.clone(), |_, _| false)?;
+                    expires.retain_in(range, |_, _| false)?;
                 }
                 Op::Delivered { queue, seq } => {
                     delivered.insert(*queue, *seq)?;

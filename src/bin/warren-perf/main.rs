@@ -37,7 +37,8 @@ struct Args {
     /// Queue name prefix.
     #[arg(long, default_value = "perf")]
     queue_prefix: String,
-    /// Message body size in bytes (at least 8, for the timestamp).
+    /// Message body size in bytes (at least 8, for the timestamp; from 16 on, bodies also carry
+    /// the producer and its sequence number, and consumers count deliveries out of order).
     #[arg(long, short = 's', default_value_t = 16)]
     size: usize,
     /// Messages per second per producer (0 = unlimited).
@@ -90,6 +91,8 @@ struct Counters {
     confirmed: AtomicU64,
     nacked: AtomicU64,
     consumed: AtomicU64,
+    /// Deliveries that came before an earlier message of the same producer.
+    out_of_order: AtomicU64,
 }
 
 fn epoch() -> Instant {
@@ -324,12 +327,19 @@ async fn producer(
         } else {
             room
         };
-        for _ in 0..room {
+        for i in 0..room {
             out.extend_from_slice(&prefix);
             let stamp = epoch().elapsed().as_nanos() as u64;
             let mut body = BytesMut::with_capacity(a.size.max(8));
             body.put_u64(stamp);
-            body.extend_from_slice(&body_tail);
+            if a.size >= 16 {
+                // Producer and sequence, for the consumers' order check.
+                body.put_u32(idx as u32);
+                body.put_u32((published + i) as u32);
+                body.extend_from_slice(&body_tail[8..]);
+            } else {
+                body.extend_from_slice(&body_tail);
+            }
             let body = &body[..a.size.max(8).min(body.len())];
             let chunk = (frame_max as usize - 8).max(1);
             for part in body.chunks(chunk) {
@@ -385,6 +395,9 @@ async fn consumer(
     )
     .await?;
     let mut latencies = Vec::with_capacity(1 << 16);
+    // Next expected sequence per producer (order check, bodies of 16 bytes or more).
+    let mut expected: Vec<u32> = Vec::new();
+    let mut redelivered = false;
     let mut last_tag = 0u64;
     let mut unacked = 0u64;
     let mut first_body = true;
@@ -398,6 +411,7 @@ async fn consumer(
             Frame::Method(_, m) => {
                 if let AMQPClass::Basic(basic::AMQPMethod::Deliver(d)) = *m {
                     last_tag = d.delivery_tag;
+                    redelivered = d.redelivered;
                     first_body = true;
                 }
             }
@@ -412,6 +426,18 @@ async fn consumer(
                 }
                 counters.consumed.fetch_add(1, Ordering::Relaxed);
                 first_body = false;
+                if a.size >= 16 && b.len() >= 16 && !redelivered {
+                    let producer = u32::from_be_bytes(b[8..12].try_into().unwrap_or_default());
+                    let seq = u32::from_be_bytes(b[12..16].try_into().unwrap_or_default());
+                    let p = producer as usize;
+                    if expected.len() <= p {
+                        expected.resize(p + 1, 0);
+                    }
+                    if seq < expected[p] {
+                        counters.out_of_order.fetch_add(1, Ordering::Relaxed);
+                    }
+                    expected[p] = expected[p].max(seq.wrapping_add(1));
+                }
                 if !a.autoack {
                     unacked += 1;
                     if unacked >= a.multi_ack.max(1) {
@@ -543,6 +569,7 @@ async fn main() -> std::process::ExitCode {
     }
     let confirmed = counters.confirmed.load(Ordering::Relaxed);
     let nacked = counters.nacked.load(Ordering::Relaxed);
+    let out_of_order = counters.out_of_order.load(Ordering::Relaxed);
     let mut lat = Vec::new();
     for c in consumers {
         match c.await {
@@ -571,7 +598,7 @@ async fn main() -> std::process::ExitCode {
     if a.json {
         println!(
             "{{\"duration_s\":{elapsed:.3},\"published\":{published},\"confirmed\":{confirmed},\"nacked\":{nacked},\"consumed\":{consumed},\
-             \"publish_rate\":{:.1},\"confirm_rate\":{:.1},\"consume_rate\":{:.1},\
+             \"out_of_order\":{out_of_order},\"publish_rate\":{:.1},\"confirm_rate\":{:.1},\"consume_rate\":{:.1},\
              \"latency_us\":{{\"p50\":{p50},\"p95\":{p95},\"p99\":{p99},\"max\":{max}}},\"tool_cpu_s\":{cpu:.3}}}",
             published as f64 / elapsed,
             confirmed as f64 / elapsed,
@@ -579,7 +606,7 @@ async fn main() -> std::process::ExitCode {
         );
     } else {
         println!(
-            "published {published} ({:.0} msg/s), confirmed {confirmed} ({:.0} msg/s), nacked {nacked}, consumed {consumed} ({:.0} msg/s)",
+            "published {published} ({:.0} msg/s), confirmed {confirmed} ({:.0} msg/s), nacked {nacked}, consumed {consumed} ({:.0} msg/s), out of order {out_of_order}",
             published as f64 / elapsed,
             confirmed as f64 / elapsed,
             consumed as f64 / elapsed

@@ -126,7 +126,8 @@ pub(super) fn start(
     delivered: Option<u64>,
 ) {
     let next_seq = recovered.iter().map(|m| m.seq + 1).max().unwrap_or(0);
-    let mut ready = ReadyList::new(shared.args.max_priority);
+    let page_file = vhost.store.paging().page_file();
+    let mut ready = ReadyList::new(shared.args.max_priority, Some(page_file));
     let (now, unix_now) = (now_ms(), crate::delayed::unix_ms());
     for m in recovered {
         let priority = ready.level_of(Some(m.priority));
@@ -246,7 +247,8 @@ impl QueueActor {
     fn info(&self) -> super::QueueInfo {
         let unacked_bytes: u64 = self.unacked.values().map(|u| u.msg.body_len() as u64).sum();
         let (ram, ram_bytes) = self.ready.in_memory();
-        let entries = (self.ready.len() + self.unacked.len()) as u64;
+        let (paged, paged_bytes) = self.ready.paged();
+        let entries = (self.ready.len() - self.ready.paged().0 + self.unacked.len()) as u64;
         super::QueueInfo {
             messages_ready: self.ready.len() as u32,
             messages_unacknowledged: self.unacked.len() as u32,
@@ -255,6 +257,8 @@ impl QueueActor {
             message_bytes_unacknowledged: unacked_bytes,
             messages_ram: (ram + self.unacked.len()) as u32,
             message_bytes_ram: ram_bytes + unacked_bytes,
+            messages_paged_out: paged as u32,
+            message_bytes_paged_out: paged_bytes,
             memory: ram_bytes
                 + unacked_bytes
                 + entries * std::mem::size_of::<Unacked>().max(std::mem::size_of::<Ready>()) as u64,
@@ -444,8 +448,13 @@ impl QueueActor {
                         .collect(),
                     None => Vec::new(),
                 };
-                self.ready.clear();
+                let paged = self.ready.clear();
                 self.forget_stored(stored);
+                if let (Some(queue), Some((from, to))) = (self.shared.store_id, paged) {
+                    // Persistent messages among the paged ones are in the store too.
+                    self.pending
+                        .push(Pending::Op(Op::DeleteRange { queue, from, to }));
+                }
                 let _ = reply.send(n);
             }
             QueueCmd::Delete {
