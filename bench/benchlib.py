@@ -1,5 +1,6 @@
-"""Helpers the bench scripts share: ports, file descriptors, starting a release Warren."""
-import os, resource, socket, subprocess, time
+"""Helpers the bench scripts share: ports, file descriptors, starting a release Warren and a
+Debian RabbitMQ beside it, their CPU time and resident memory, and PNG charts (warren-plot)."""
+import json, os, platform, resource, shutil, signal, socket, subprocess, sys, time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 WARREN = os.path.join(ROOT, "target", "release", "warren")
@@ -50,3 +51,147 @@ def start_warren(base, http_port=0, metrics_port=0):
         raise SystemExit("Warren did not start")
     proc.match = None
     return proc, port
+
+
+def ensure_rabbitmq():
+    if shutil.which("rabbitmq-server") is None:
+        print("installing rabbitmq-server (Debian package)...", file=sys.stderr)
+        env = dict(os.environ, DEBIAN_FRONTEND="noninteractive")
+        subprocess.run(["apt-get", "update", "-qq"], check=True, env=env)
+        subprocess.run(["apt-get", "install", "-y", "-qq", "rabbitmq-server"], check=True, env=env)
+    # A system node the package may have started is left alone: ours runs on its own ports.
+
+
+def start_rabbitmq(base):
+    os.makedirs(base, exist_ok=True)
+    port, dist, epmd = free_port(), free_port(), free_port()
+    for d in ("mnesia", "log"):
+        os.makedirs(os.path.join(base, d), exist_ok=True)
+    with open(os.path.join(base, "enabled_plugins"), "w") as f:
+        f.write("[].\n")
+    with open(os.path.join(base, "rabbitmq.conf"), "w") as f:
+        f.write("loopback_users = none\n")
+    # Debian's rabbitmq-server drops root for the rabbitmq user, which must be able to write here.
+    for d in (os.path.dirname(base), base, os.path.join(base, "mnesia"), os.path.join(base, "log")):
+        os.chmod(d, 0o777)
+    env = dict(os.environ,
+               RABBITMQ_NODE_PORT=str(port), RABBITMQ_NODENAME=f"bench{port}@localhost",
+               RABBITMQ_MNESIA_BASE=os.path.join(base, "mnesia"), RABBITMQ_LOG_BASE=os.path.join(base, "log"),
+               RABBITMQ_ENABLED_PLUGINS_FILE=os.path.join(base, "enabled_plugins"),
+               RABBITMQ_CONFIG_FILE=os.path.join(base, "rabbitmq"), RABBITMQ_DIST_PORT=str(dist),
+               ERL_EPMD_PORT=str(epmd), RABBITMQ_FEATURE_FLAGS_FILE=os.path.join(base, "mnesia", "ff"),
+               HOME=base)
+    proc = subprocess.Popen(["rabbitmq-server"], env=env, stdout=open(os.path.join(base, "out.log"), "w"),
+                            stderr=subprocess.STDOUT, start_new_session=True)
+    if not wait_port(port, 120):
+        raise SystemExit("RabbitMQ did not start; see " + os.path.join(base, "out.log"))
+    version = subprocess.run(["dpkg-query", "-W", "-f=${Version}", "rabbitmq-server"],
+                             capture_output=True, text=True).stdout.strip()
+    proc.match = f"epmd_port {epmd}"
+    return proc, port, version
+
+
+def pids_of(proc):
+    """Every process of a broker: Warren's own, or RabbitMQ's (its start script hands over to
+    beam.smp under the rabbitmq user, outside our process group), found by node name."""
+    if proc.match is None:
+        return [proc.pid]
+    out = subprocess.run(["pgrep", "-f", proc.match], capture_output=True, text=True).stdout
+    return [int(p) for p in out.split()] + [proc.pid]
+
+
+def signal_broker(proc, sig):
+    for pid in pids_of(proc):
+        try:
+            os.kill(pid, sig)
+        except OSError:
+            pass
+
+
+def cpu_seconds(pid):
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    except (OSError, IndexError, ValueError):
+        return 0.0
+
+
+def group_cpu(proc):
+    return sum(cpu_seconds(p) for p in pids_of(proc))
+
+
+def rss_mib(proc):
+    total = 0
+    for p in pids_of(proc):
+        try:
+            with open(f"/proc/{p}/status") as f:
+                for line in f:
+                    if line.startswith("VmRSS:"):
+                        total += int(line.split()[1])
+        except OSError:
+            pass
+    return total / 1024
+
+
+def stop_broker(proc):
+    """Resumes (if paused) and stops a broker, killing it when it does not exit in a minute."""
+    signal_broker(proc, signal.SIGCONT)
+    signal_broker(proc, signal.SIGTERM)
+    try:
+        proc.wait(timeout=60)
+    except subprocess.TimeoutExpired:
+        signal_broker(proc, signal.SIGKILL)
+        proc.wait()
+    # beam.smp is not our child: wait until it is gone too.
+    end = time.time() + 30
+    while proc.match is not None and len(pids_of(proc)) > 1 and time.time() < end:
+        time.sleep(0.2)
+
+
+def pin(proc, cpus):
+    """Pins every thread of a broker to `cpus` (a list of CPU numbers) with taskset."""
+    mask = ",".join(str(c) for c in cpus)
+    for pid in pids_of(proc):
+        subprocess.run(["taskset", "-a", "-p", "-c", mask, str(pid)],
+                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+
+def machine():
+    """One line describing the machine: CPUs, model, memory."""
+    cpu = platform.machine()
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    cpu = line.split(":", 1)[1].strip()
+                    break
+    except OSError:
+        pass
+    mem = round(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30)
+    return f"{os.cpu_count()} CPUs ({cpu}), {mem} GiB"
+
+
+def warren_version():
+    return subprocess.run([WARREN, "--version"], capture_output=True, text=True).stdout.strip()
+
+
+FONT = "/usr/share/fonts/truetype/dejavu/DejaVuSans.ttf"
+
+
+def plot(spec, png):
+    """Draws a chart (see bench/plot/src/main.rs for the JSON) with the warren-plot tool, built
+    here; installs Debian's fonts-dejavu-core for its text when missing."""
+    if not os.path.exists(FONT):
+        env = dict(os.environ, DEBIAN_FRONTEND="noninteractive")
+        subprocess.run(["apt-get", "install", "-y", "-qq", "fonts-dejavu-core"], check=True, env=env)
+    manifest = os.path.join(ROOT, "bench", "plot", "Cargo.toml")
+    subprocess.run(["cargo", "build", "--release", "--quiet", "--manifest-path", manifest], check=True)
+    tool = os.path.join(ROOT, "bench", "plot", "target", "release", "warren-plot")
+    path = png + ".json"
+    with open(path, "w") as f:
+        json.dump(spec, f)
+    try:
+        subprocess.run([tool, path, png], check=True)
+    finally:
+        os.remove(path)
