@@ -175,3 +175,118 @@ async fn a_blocked_connection_is_not_read_nor_dropped_for_missing_heartbeats() {
     })
     .await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_watermark_from_config_blocks_and_unblocks_once_consumers_drain() {
+    // Real memory this time: the watermark sits 160 MiB above the broker's use, and a
+    // consumer that does not acknowledge lets 40 MiB messages pile up until it is crossed.
+    // Bodies that large are their own mappings, returned to the system when freed.
+    const BODY: usize = 40 << 20;
+    let limit = rss() + (160 << 20);
+    let b = start_with(|c| {
+        c.memory_high_watermark_absolute = Some(limit);
+        c.alarm_check_interval = 20;
+    })
+    .await;
+    let (_cc, cch) = b.channel().await;
+    within(cch.queue_declare(
+        "big".into(),
+        QueueDeclareOptions::default(),
+        FieldTable::default(),
+    ))
+    .await
+    .expect("declare");
+    let mut consumer = within(cch.basic_consume(
+        "big".into(),
+        "c".into(),
+        BasicConsumeOptions::default(),
+        FieldTable::default(),
+    ))
+    .await
+    .expect("consume");
+    let (pc, pch) = b.channel().await;
+    let mut events = pc.events_listener();
+    let body = vec![7u8; BODY];
+    let mut held = Vec::new();
+    let mut blocked = false;
+    for _ in 0..12 {
+        within(pch.basic_publish(
+            "".into(),
+            "big".into(),
+            Default::default(),
+            &body,
+            BasicProperties::default(),
+        ))
+        .await
+        .expect("publish");
+        held.push(
+            within(consumer.next())
+                .await
+                .expect("open")
+                .expect("delivery"),
+        );
+        // The alarm check runs every 20 ms; give it a look at the new use.
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        if b.server.broker.alarms.state().memory {
+            blocked = true;
+            break;
+        }
+    }
+    assert!(blocked, "{} messages of 40 MiB raised no alarm", held.len());
+    // The next message that publisher completes gets its connection blocked.
+    within(pch.basic_publish(
+        "".into(),
+        "big".into(),
+        Default::default(),
+        b"small",
+        BasicProperties::default(),
+    ))
+    .await
+    .expect("publish");
+    let reason = within(async {
+        loop {
+            if let Some(Event::ConnectionBlocked(reason)) = events.next().await {
+                return reason;
+            }
+        }
+    })
+    .await;
+    assert_eq!(reason, "low on memory");
+    // The consumer drains: acknowledged and dropped, the bodies are freed on both sides and
+    // the alarm clears by itself.
+    held.push(
+        within(consumer.next())
+            .await
+            .expect("open")
+            .expect("delivery"),
+    );
+    for d in held.drain(..) {
+        within(d.ack(BasicAckOptions::default()))
+            .await
+            .expect("ack");
+    }
+    drop(body);
+    within(async {
+        loop {
+            if let Some(Event::ConnectionUnblocked) = events.next().await {
+                return;
+            }
+        }
+    })
+    .await;
+    assert!(!b.server.broker.alarms.state().memory);
+    within(pch.basic_publish(
+        "".into(),
+        "big".into(),
+        Default::default(),
+        b"after",
+        BasicProperties::default(),
+    ))
+    .await
+    .expect("publish");
+    let d = within(consumer.next())
+        .await
+        .expect("open")
+        .expect("delivery");
+    assert_eq!(d.data, b"after");
+}

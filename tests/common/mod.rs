@@ -168,3 +168,87 @@ pub async fn ready(ch: &lapin::Channel, queue: &str) -> u32 {
     .expect("passive declare")
     .message_count()
 }
+
+/// Resident memory of this process (broker and clients), bytes.
+pub fn rss() -> u64 {
+    std::fs::read_to_string("/proc/self/statm")
+        .ok()
+        .and_then(|s| s.split_whitespace().nth(1)?.parse::<u64>().ok())
+        .map_or(0, |pages| pages * 4096)
+}
+
+/// Samples resident memory every 20 ms on a thread of its own, from `start` to `stop`.
+pub struct PeakRss {
+    /// Resident memory at the start, bytes.
+    pub base: u64,
+    peak: std::sync::Arc<std::sync::atomic::AtomicU64>,
+    done: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    thread: std::thread::JoinHandle<()>,
+}
+
+impl PeakRss {
+    pub fn start() -> PeakRss {
+        use std::sync::atomic::Ordering;
+        let base = rss();
+        let peak = std::sync::Arc::new(std::sync::atomic::AtomicU64::new(base));
+        let done = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let thread = {
+            let (peak, done) = (peak.clone(), done.clone());
+            std::thread::spawn(move || {
+                while !done.load(Ordering::Acquire) {
+                    peak.fetch_max(rss(), Ordering::AcqRel);
+                    std::thread::sleep(Duration::from_millis(20));
+                }
+            })
+        };
+        PeakRss {
+            base,
+            peak,
+            done,
+            thread,
+        }
+    }
+
+    /// Stops sampling; returns how far the peak rose above the start, bytes.
+    pub fn stop(self) -> u64 {
+        use std::sync::atomic::Ordering;
+        self.done.store(true, Ordering::Release);
+        let _ = self.thread.join();
+        self.peak
+            .load(Ordering::Acquire)
+            .max(rss())
+            .saturating_sub(self.base)
+    }
+}
+
+/// Runs warren-perf against `url` (a separate process, so its memory is not the test's) and
+/// returns its JSON summary; runs up to 600 s unless `args` set `-z`.
+pub fn perf_json(url: &str, args: &[&str]) -> serde_json::Value {
+    let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_warren-perf"));
+    cmd.args(["--uri", url, "--json", "-s", "16"]);
+    if !args.contains(&"-z") {
+        cmd.args(["-z", "600"]);
+    }
+    let out = cmd.args(args).output().expect("run warren-perf");
+    assert!(
+        out.status.success(),
+        "warren-perf failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).expect("json summary")
+}
+
+/// A queue of the default vhost as the management API shows it.
+pub async fn queue_json(b: &TestBroker, name: &str) -> serde_json::Value {
+    let path = format!("/api/queues/%2f/{name}");
+    let r = http::request(
+        b.server.http_addr,
+        "GET",
+        &path,
+        Some(("guest", "guest")),
+        None,
+    )
+    .await;
+    assert_eq!(r.status, 200, "{}", r.body);
+    r.json()
+}

@@ -44,6 +44,10 @@ struct Args {
     /// Messages per second per producer (0 = unlimited).
     #[arg(long, short = 'r', default_value_t = 0)]
     rate: u64,
+    /// Messages per second each consumer takes at most (0 = unlimited); a slower consumer
+    /// simply stops reading its socket meanwhile.
+    #[arg(long, short = 'R', default_value_t = 0)]
+    consumer_rate: u64,
     /// Publisher confirms with this many unconfirmed messages at most (0 = no confirms).
     #[arg(long, short = 'c', default_value_t = 0)]
     confirm: u64,
@@ -402,6 +406,7 @@ async fn consumer(
     let mut unacked = 0u64;
     let mut first_body = true;
     let mut out = BytesMut::new();
+    let (started, mut received) = (Instant::now(), 0u64);
     while !stop.load(Ordering::Relaxed) {
         let frame = match tokio::time::timeout(Duration::from_millis(200), c.frame()).await {
             Ok(f) => f?,
@@ -426,6 +431,13 @@ async fn consumer(
                 }
                 counters.consumed.fetch_add(1, Ordering::Relaxed);
                 first_body = false;
+                received += 1;
+                if a.consumer_rate > 0 {
+                    let due = Duration::from_secs_f64(received as f64 / a.consumer_rate as f64);
+                    if let Some(wait) = due.checked_sub(started.elapsed()) {
+                        tokio::time::sleep(wait).await;
+                    }
+                }
                 if a.size >= 16 && b.len() >= 16 && !redelivered {
                     let producer = u32::from_be_bytes(b[8..12].try_into().unwrap_or_default());
                     let seq = u32::from_be_bytes(b[12..16].try_into().unwrap_or_default());
