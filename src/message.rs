@@ -55,12 +55,27 @@ impl Message {
         props_len: usize,
         data: &[u8],
     ) -> Option<Self> {
+        Self::from_stored_bytes(
+            exchange,
+            routing_key,
+            props_len,
+            Bytes::copy_from_slice(data),
+        )
+    }
+
+    /// The same, keeping `data` (properties then body) as it is, without a copy.
+    pub fn from_stored_bytes(
+        exchange: &str,
+        routing_key: &str,
+        props_len: usize,
+        data: Bytes,
+    ) -> Option<Self> {
         let (_, props) =
             amq_protocol::protocol::basic::parse_properties(data.get(..props_len)?).ok()?;
         Some(Message::new(
             exchange.into(),
             routing_key.into(),
-            Bytes::copy_from_slice(data),
+            data,
             props_len,
             &props,
         ))

@@ -52,6 +52,9 @@ pub struct QueueShared {
     /// (non-durable or exclusive), whose messages are never written.
     pub store_id: Option<u64>,
     tx: mpsc::Sender<QueueCmd>,
+    /// Consumer commands (consume, cancel, ack, nack, reject): served before the next data
+    /// command, so settlements never wait behind a mailbox full of publishes.
+    ctl: mpsc::UnboundedSender<QueueCmd>,
     /// Set when the queue is deleted, so cached handles notice.
     deleted: std::sync::atomic::AtomicBool,
 }
@@ -182,7 +185,7 @@ impl QueueShared {
                 ]),
             });
         }
-        let (tx, rx) = mpsc::channel(MAILBOX);
+        let (tx, ctl, rx) = actor::mailbox(MAILBOX);
         let q = Arc::new(QueueShared {
             name,
             vhost: vhost.name.clone(),
@@ -195,6 +198,7 @@ impl QueueShared {
             applied: std::sync::RwLock::new(Arc::new(applied)),
             store_id,
             tx,
+            ctl,
             deleted: Default::default(),
         });
         actor::start(q.clone(), vhost, rx, Vec::new(), None);
@@ -204,7 +208,7 @@ impl QueueShared {
     /// Restarts a durable queue read from the store, with its stored messages (bodies stay on
     /// disk until consumers get near them).
     pub fn recover(vhost: &Arc<VHost>, r: RecoveredQueue) -> QueueRef {
-        let (tx, rx) = mpsc::channel(MAILBOX);
+        let (tx, ctl, rx) = actor::mailbox(MAILBOX);
         let args = args::QueueArgs::parse(&r.arguments, &r.name).unwrap_or_default();
         let applied = vhost.policies.for_queue(&r.name, &args, &r.arguments);
         let q = Arc::new(QueueShared {
@@ -219,6 +223,7 @@ impl QueueShared {
             arguments: r.arguments,
             store_id: Some(r.id),
             tx,
+            ctl,
             deleted: Default::default(),
         });
         actor::start(q.clone(), vhost, rx, r.messages, r.delivered);
@@ -273,6 +278,11 @@ impl QueueShared {
         self.tx.send(cmd).await.is_ok()
     }
 
+    /// Sends a consumer command (see `ctl`).
+    fn control(&self, cmd: QueueCmd) -> bool {
+        self.ctl.send(cmd).is_ok()
+    }
+
     async fn ask<T>(&self, make: impl FnOnce(oneshot::Sender<T>) -> QueueCmd) -> AmqpResult<T> {
         let (tx, rx) = oneshot::channel();
         if !self.send(make(tx)).await {
@@ -310,33 +320,36 @@ impl QueueShared {
 
     /// Registers a consumer.
     pub async fn consume(&self, spec: ConsumerSpec) -> AmqpResult<()> {
-        self.ask(|r| QueueCmd::Consume(spec, r)).await?
+        let (tx, rx) = oneshot::channel();
+        if !self.control(QueueCmd::Consume(spec, tx)) {
+            return Err(self.gone());
+        }
+        rx.await.map_err(|_| self.gone())?
     }
 
     /// Removes a consumer (its unacked messages stay unacked).
     pub async fn cancel(&self, consumer_id: u64) {
-        self.send(QueueCmd::Cancel(consumer_id)).await;
+        self.control(QueueCmd::Cancel(consumer_id));
     }
 
     /// Acknowledges messages by sequence number.
     pub async fn ack(&self, seqs: Vec<u64>) {
-        self.send(QueueCmd::Ack(seqs)).await;
+        self.control(QueueCmd::Ack(seqs));
     }
 
     /// Returns unacked messages to their original place, flagged redelivered.
     pub async fn requeue(&self, seqs: Vec<u64>) {
-        self.send(QueueCmd::Requeue(seqs)).await;
+        self.control(QueueCmd::Requeue(seqs));
     }
 
     /// Drops unacked messages (reject / nack without requeue).
     pub async fn discard(&self, seqs: Vec<u64>) {
-        self.send(QueueCmd::Discard(seqs)).await;
+        self.control(QueueCmd::Discard(seqs));
     }
 
     /// Takes back a message that was handed to a connection but never reached its consumer.
     pub async fn return_undelivered(&self, seq: u64, msg: Arc<Message>, redelivered: bool) {
-        self.send(QueueCmd::Undelivered(seq, msg, redelivered))
-            .await;
+        self.control(QueueCmd::Undelivered(seq, msg, redelivered));
     }
 
     /// basic.get.

@@ -9,10 +9,10 @@
 //! delivered), so nothing else needs saving.
 
 use crate::message::Message;
+use bytes::Bytes;
 use std::collections::VecDeque;
 use std::fs::{File, OpenOptions};
-use std::io::Write;
-use std::os::unix::fs::FileExt;
+use std::io::{Read, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -25,6 +25,9 @@ const WRITE_BUFFER: usize = 256 << 10;
 const READ_CHUNK: usize = 256 << 10;
 /// Length, sequence, expiry.
 const HEADER: usize = 4 + 8 + 8;
+/// Messages this large are written from their own buffer and read into their own allocation
+/// (no copy through the write and read buffers).
+const LARGE: usize = 16 << 10;
 
 /// How much of each queue's backlog stays in memory.
 #[derive(Clone, Copy, Debug)]
@@ -75,6 +78,7 @@ impl Paging {
             segments: VecDeque::new(),
             write_buf: Vec::new(),
             read_buf: Vec::new(),
+            read_pos: 0,
             read_at: 0,
             count: 0,
             bytes: 0,
@@ -133,6 +137,8 @@ pub struct PageFile {
     write_buf: Vec<u8>,
     /// Unparsed bytes read from the first segment.
     read_buf: Vec<u8>,
+    /// Bytes of `read_buf` already parsed.
+    read_pos: usize,
     /// Offset in the first segment of the byte after `read_buf`.
     read_at: u64,
     count: usize,
@@ -171,22 +177,32 @@ impl PageFile {
 
     /// Appends a message (its sequence must be higher than every paged one).
     pub fn push(&mut self, seq: u64, expires: Option<u64>, msg: &Message) -> std::io::Result<()> {
+        let large = msg.data().len() >= LARGE;
+        if large {
+            // Earlier records go first, so a failure below only concerns this one.
+            self.write_out(&[])?;
+        }
         let start = self.write_buf.len();
         self.write_buf.extend_from_slice(&[0; 4]);
         self.write_buf.extend_from_slice(&seq.to_be_bytes());
         self.write_buf
             .extend_from_slice(&expires.map_or(0, |e| e.saturating_add(1)).to_be_bytes());
+        let (data, after) = if large {
+            (&[][..], msg.data())
+        } else {
+            (msg.data(), &[][..])
+        };
         crate::store::schema::encode_message_into(
             &mut self.write_buf,
             msg.exchange.as_str(),
             msg.routing_key.as_str(),
             msg.raw_properties().len(),
-            msg.data(),
+            data,
         );
-        let len = (self.write_buf.len() - start - 4) as u32;
+        let len = (self.write_buf.len() - start - 4 + after.len()) as u32;
         self.write_buf[start..start + 4].copy_from_slice(&len.to_be_bytes());
-        if self.write_buf.len() >= WRITE_BUFFER {
-            if let Err(e) = self.write_out() {
+        if large || self.write_buf.len() >= WRITE_BUFFER {
+            if let Err(e) = self.write_out(after) {
                 self.write_buf.truncate(start);
                 return Err(e);
             }
@@ -200,15 +216,17 @@ impl PageFile {
         Ok(())
     }
 
-    /// Writes the buffered records to the last segment (a new one when it is full).
-    fn write_out(&mut self) -> std::io::Result<()> {
-        if self.write_buf.is_empty() {
+    /// Writes the buffered records, then `after` (the data of the last one), to the last
+    /// segment (a new one when it is full); on failure the segment is left as it was.
+    fn write_out(&mut self, after: &[u8]) -> std::io::Result<()> {
+        let total = (self.write_buf.len() + after.len()) as u64;
+        if total == 0 {
             return Ok(());
         }
         let full = self
             .segments
             .back()
-            .is_none_or(|s| s.len > 0 && s.len + self.write_buf.len() as u64 > SEGMENT_BYTES);
+            .is_none_or(|s| s.len > 0 && s.len + total > SEGMENT_BYTES);
         if full {
             let s = self.paging.create_segment()?;
             self.segments.push_back(s);
@@ -216,12 +234,16 @@ impl PageFile {
         let Some(seg) = self.segments.back_mut() else {
             return Ok(());
         };
-        if let Err(e) = seg.file.write_all(&self.write_buf) {
+        let written = seg
+            .file
+            .write_all(&self.write_buf)
+            .and_then(|()| seg.file.write_all(after));
+        if let Err(e) = written {
             // Nothing of a partial write may stay in front of the next one.
             let _ = seg.file.set_len(seg.len);
             return Err(e);
         }
-        seg.len += self.write_buf.len() as u64;
+        seg.len += total;
         self.write_buf.clear();
         if self.write_buf.capacity() > 2 * WRITE_BUFFER {
             self.write_buf.shrink_to(WRITE_BUFFER);
@@ -261,17 +283,26 @@ impl PageFile {
     /// Parses the next record, reading more of the first segment as needed.
     fn next_record(&mut self) -> std::io::Result<Option<Paged>> {
         loop {
-            if let Some(len) = self
-                .read_buf
+            let unread = &self.read_buf[self.read_pos..];
+            if let Some(len) = unread
                 .get(..4)
                 .map(|b| u32::from_be_bytes([b[0], b[1], b[2], b[3]]) as usize)
             {
-                if self.read_buf.len() >= 4 + len {
-                    let p = decode(&self.read_buf[4..4 + len]).ok_or_else(|| {
-                        std::io::Error::new(std::io::ErrorKind::InvalidData, "corrupt page record")
-                    })?;
-                    self.read_buf.drain(..4 + len);
-                    return Ok(Some(p));
+                if let Some(record) = unread.get(4..4 + len) {
+                    let p = decode(record, Bytes::copy_from_slice);
+                    self.read_pos += 4 + len;
+                    return p.map(Some).ok_or_else(corrupt);
+                }
+                if len >= LARGE {
+                    // Its own allocation, read straight from the segment.
+                    let mut record = Vec::with_capacity(len);
+                    record.extend_from_slice(&unread[4..]);
+                    self.read_pos = self.read_buf.len();
+                    self.read_front(&mut record, len)?;
+                    let record = Bytes::from(record);
+                    return decode(&record, |data| record.slice_ref(data))
+                        .map(Some)
+                        .ok_or_else(corrupt);
                 }
             }
             if !self.read_more()? {
@@ -280,43 +311,50 @@ impl PageFile {
         }
     }
 
-    /// Appends the next chunk of the first segment to `read_buf`; false at the end of the data.
+    /// Reads from the first segment at `read_at` until `buf` holds `until` bytes (no more than
+    /// the segment has).
+    fn read_front(&mut self, buf: &mut Vec<u8>, until: usize) -> std::io::Result<()> {
+        let Some(seg) = self.segments.front() else {
+            return Err(short());
+        };
+        let want = (until.saturating_sub(buf.len()) as u64).min(seg.len - self.read_at);
+        let mut file = &seg.file;
+        file.seek(SeekFrom::Start(self.read_at))?;
+        let n = file.take(want).read_to_end(buf)?;
+        self.read_at += n as u64;
+        if (n as u64) < want || buf.len() < until {
+            return Err(short());
+        }
+        Ok(())
+    }
+
+    /// Appends the next chunk of the first segment to `read_buf` (after dropping what was
+    /// parsed); false at the end of the data.
     fn read_more(&mut self) -> std::io::Result<bool> {
+        self.read_buf.drain(..self.read_pos);
+        self.read_pos = 0;
         loop {
             let Some(seg) = self.segments.front() else {
                 if self.write_buf.is_empty() {
                     return Ok(false);
                 }
-                self.write_out()?;
+                self.write_out(&[])?;
                 continue;
             };
             if self.read_at < seg.len {
                 let want = (seg.len - self.read_at).min(READ_CHUNK as u64) as usize;
-                let start = self.read_buf.len();
-                self.read_buf.resize(start + want, 0);
-                let got = seg.file.read_at(&mut self.read_buf[start..], self.read_at);
-                let n = match got {
-                    Ok(n) => n,
-                    Err(e) => {
-                        self.read_buf.truncate(start);
-                        return Err(e);
-                    }
-                };
-                self.read_buf.truncate(start + n);
-                self.read_at += n as u64;
-                if n == 0 {
-                    return Err(std::io::Error::new(
-                        std::io::ErrorKind::UnexpectedEof,
-                        "page file shorter than written",
-                    ));
-                }
+                let until = self.read_buf.len() + want;
+                let mut buf = std::mem::take(&mut self.read_buf);
+                let read = self.read_front(&mut buf, until);
+                self.read_buf = buf;
+                read?;
                 return Ok(true);
             }
             if self.segments.len() == 1 {
                 if self.write_buf.is_empty() {
                     return Ok(false);
                 }
-                self.write_out()?;
+                self.write_out(&[])?;
                 continue;
             }
             // Fully read and no longer written: gone.
@@ -330,20 +368,34 @@ impl PageFile {
         self.segments.clear();
         self.write_buf = Vec::new();
         self.read_buf = Vec::new();
+        self.read_pos = 0;
         self.read_at = 0;
         self.count = 0;
         self.bytes = 0;
     }
 }
 
-fn decode(rec: &[u8]) -> Option<Paged> {
+fn corrupt() -> std::io::Error {
+    std::io::Error::new(std::io::ErrorKind::InvalidData, "corrupt page record")
+}
+
+fn short() -> std::io::Error {
+    std::io::Error::new(
+        std::io::ErrorKind::UnexpectedEof,
+        "page file shorter than written",
+    )
+}
+
+/// Parses a record (after its length); `keep` turns the message's properties and body into
+/// the `Bytes` it keeps (a copy, or a slice of the record's own allocation).
+fn decode(rec: &[u8], keep: impl FnOnce(&[u8]) -> Bytes) -> Option<Paged> {
     let seq = u64::from_be_bytes(rec.get(..8)?.try_into().ok()?);
     let expires = u64::from_be_bytes(rec.get(8..16)?.try_into().ok()?);
     let (x, rk, props_len, data) = crate::store::schema::decode_message(rec.get(HEADER - 4..)?)?;
     Some(Paged {
         seq,
         expires: expires.checked_sub(1),
-        msg: Message::from_stored(x, rk, props_len, data)?,
+        msg: Message::from_stored_bytes(x, rk, props_len, keep(data))?,
     })
 }
 
@@ -351,7 +403,6 @@ fn decode(rec: &[u8]) -> Option<Paged> {
 mod tests {
     use super::*;
     use amq_protocol::protocol::BasicProperties;
-    use bytes::Bytes;
 
     fn message(i: u64, size: usize) -> Message {
         let mut data = vec![0x00, 0x00];

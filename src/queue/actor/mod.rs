@@ -23,6 +23,8 @@ mod expiry;
 
 /// Commands handled per wake-up before delivering.
 const BATCH: usize = 256;
+/// Commands handled per wake-up while messages are paged out and consumers wait.
+const PAGING_BATCH: usize = 8;
 /// Bodies read from the store at a time when the head of the queue is on disk.
 const READ_AHEAD: usize = 256;
 
@@ -117,11 +119,31 @@ struct QueueActor {
     delete_reply: Option<(oneshot::Sender<Result<u32, AmqpError>>, u32)>,
 }
 
+/// What a queue task reads: the bounded data mailbox (publishes, gets, admin commands) and
+/// the consumer commands, which are always served first.
+pub(super) struct Mailbox {
+    data: mpsc::Receiver<QueueCmd>,
+    control: mpsc::UnboundedReceiver<QueueCmd>,
+}
+
+/// The senders of a new queue's two channels (data bounded to `size`), and its mailbox.
+pub(super) fn mailbox(
+    size: usize,
+) -> (
+    mpsc::Sender<QueueCmd>,
+    mpsc::UnboundedSender<QueueCmd>,
+    Mailbox,
+) {
+    let (tx, data) = mpsc::channel(size);
+    let (ctl, control) = mpsc::unbounded_channel();
+    (tx, ctl, Mailbox { data, control })
+}
+
 /// Spawns the task of a queue, with the sequence numbers of recovered messages.
 pub(super) fn start(
     shared: QueueRef,
     vhost: &Arc<VHost>,
-    rx: mpsc::Receiver<QueueCmd>,
+    rx: Mailbox,
     recovered: Vec<crate::store::RecoveredMessage>,
     delivered: Option<u64>,
 ) {
@@ -170,7 +192,7 @@ pub(super) fn start(
 }
 
 impl QueueActor {
-    async fn run(mut self, mut rx: mpsc::Receiver<QueueCmd>) {
+    async fn run(mut self, mut rx: Mailbox) {
         let mut batch = Vec::with_capacity(BATCH);
         while !self.stopped {
             let idle_deadline = self
@@ -196,13 +218,26 @@ impl QueueActor {
                     None => std::future::pending().await,
                 }
             };
+            // Paging with consumers waiting: short batches, so publishers (slowed through the
+            // mailbox) cannot starve the consumers that would drain the paged tail.
+            let paging = self.ready.paged().0 > 0 && !self.consumers.is_empty();
+            let limit = if paging { PAGING_BATCH } else { BATCH };
             tokio::select! {
-                n = rx.recv_many(&mut batch, BATCH) => {
+                Some(cmd) = rx.control.recv() => {
+                    self.handle_control(cmd, &mut rx.control);
+                    self.last_activity = crate::delayed::unix_ms();
+                }
+                n = rx.data.recv_many(&mut batch, limit) => {
                     if n == 0 {
                         break;
                     }
                     let mut active = false;
                     for cmd in batch.drain(..) {
+                        // Consumer commands sent before this one are served first.
+                        if let Ok(c) = rx.control.try_recv() {
+                            self.handle_control(c, &mut rx.control);
+                            active = true;
+                        }
                         active |= !matches!(
                             cmd,
                             QueueCmd::Info(_)
@@ -236,10 +271,30 @@ impl QueueActor {
             }
             self.send_dead_letters();
             self.write_pending().await;
+            if paging {
+                // Paging does file I/O on this worker thread: let the connections (the
+                // consumers' writers above all) run between batches.
+                tokio::task::yield_now().await;
+            }
         }
         self.write_pending().await;
         if let Some((reply, n)) = self.delete_reply.take() {
             let _ = reply.send(Ok(n));
+        }
+    }
+
+    /// Serves a consumer command and every other one waiting, then uses the credit they
+    /// returned at once (rather than after a batch of possibly paged, slower publishes).
+    fn handle_control(&mut self, first: QueueCmd, control: &mut mpsc::UnboundedReceiver<QueueCmd>) {
+        self.handle(first);
+        while !self.stopped {
+            match control.try_recv() {
+                Ok(cmd) => self.handle(cmd),
+                Err(_) => break,
+            }
+        }
+        if !self.stopped {
+            self.deliver();
         }
     }
 
