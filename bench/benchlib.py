@@ -195,3 +195,35 @@ def plot(spec, png):
         subprocess.run([tool, path, png], check=True)
     finally:
         os.remove(path)
+
+
+def splice_into_report(part):
+    """Replaces the section a part file (docs/BENCHMARKS-*.md, starting with its `## ` heading)
+    contributes to docs/BENCHMARKS.md with the part's new text, so a rerun of one bench updates
+    the report without rerunning bench/compare."""
+    report = os.path.join(ROOT, "docs", "BENCHMARKS.md")
+    with open(part) as f:
+        text = f.read().rstrip() + "\n"
+    headings = [line for line in text.splitlines() if line.startswith("## ")]
+    try:
+        with open(report) as f:
+            old = f.read()
+    except OSError:
+        return
+    start = old.find(headings[0] + "\n") if headings else -1
+    if start < 0:
+        return
+    # The part's sections end where a section that is not the part's begins.
+    end = start
+    while True:
+        nxt = old.find("\n## ", end + 1)
+        if nxt < 0:
+            end = len(old)
+            break
+        line = old[nxt + 1:].split("\n", 1)[0]
+        if line not in headings:
+            end = nxt + 1
+            break
+        end = nxt
+    with open(report, "w") as f:
+        f.write(old[:start] + text + ("\n" if end < len(old) else "") + old[end:])

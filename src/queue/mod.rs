@@ -55,8 +55,27 @@ pub struct QueueShared {
     /// Consumer commands (consume, cancel, ack, nack, reject): served before the next data
     /// command, so settlements never wait behind a mailbox full of publishes.
     ctl: mpsc::UnboundedSender<QueueCmd>,
+    /// Large messages sent to the task and not yet taken.
+    inflight: InFlight,
     /// Set when the queue is deleted, so cached handles notice.
     deleted: std::sync::atomic::AtomicBool,
+}
+
+/// Messages at least this large count against `MAILBOX_BYTES` (smaller ones are bounded well
+/// enough by the mailbox's length).
+const LARGE_MESSAGE: u64 = 4096;
+/// Body bytes of large messages a queue's mailbox may hold before publishers wait: the
+/// mailbox is bounded in bytes as well as in commands.
+const MAILBOX_BYTES: u64 = 16 << 20;
+
+/// Body bytes of large messages sent to a queue task and not yet taken, and publishers
+/// waiting for room.
+#[derive(Debug, Default)]
+struct InFlight {
+    bytes: std::sync::atomic::AtomicU64,
+    room: tokio::sync::Notify,
+    /// The task ended: nobody waits any more.
+    closed: std::sync::atomic::AtomicBool,
 }
 
 /// A message handed out by basic.get.
@@ -199,6 +218,7 @@ impl QueueShared {
             store_id,
             tx,
             ctl,
+            inflight: Default::default(),
             deleted: Default::default(),
         });
         actor::start(q.clone(), vhost, rx, Vec::new(), None);
@@ -224,6 +244,7 @@ impl QueueShared {
             store_id: Some(r.id),
             tx,
             ctl,
+            inflight: Default::default(),
             deleted: Default::default(),
         });
         actor::start(q.clone(), vhost, rx, r.messages, r.delivered);
@@ -305,7 +326,40 @@ impl QueueShared {
     /// Enqueues a message; the token (if any) completes once the message is stored.
     /// False when the queue is gone.
     pub async fn publish(&self, msg: Arc<Message>, token: Option<ConfirmToken>) -> bool {
+        use std::sync::atomic::Ordering;
+        let size = msg.body_len() as u64;
+        if size >= LARGE_MESSAGE {
+            let f = &self.inflight;
+            loop {
+                let room = f.room.notified();
+                if f.bytes.load(Ordering::Acquire) < MAILBOX_BYTES
+                    || f.closed.load(Ordering::Acquire)
+                {
+                    break;
+                }
+                room.await;
+            }
+            f.bytes.fetch_add(size, Ordering::AcqRel);
+        }
         self.send(QueueCmd::Publish(msg, token)).await
+    }
+
+    /// The task took a published message out of its mailbox.
+    fn taken(&self, msg: &Message) {
+        let size = msg.body_len() as u64;
+        if size >= LARGE_MESSAGE {
+            let f = &self.inflight;
+            f.bytes.fetch_sub(size, std::sync::atomic::Ordering::AcqRel);
+            f.room.notify_waiters();
+        }
+    }
+
+    /// The task ended: publishers waiting for room stop waiting.
+    fn closed(&self) {
+        self.inflight
+            .closed
+            .store(true, std::sync::atomic::Ordering::Release);
+        self.inflight.room.notify_waiters();
     }
 
     /// Waits until the queue has handed every pending write to the store.

@@ -277,6 +277,7 @@ impl QueueActor {
                 tokio::task::yield_now().await;
             }
         }
+        self.shared.closed();
         self.write_pending().await;
         if let Some((reply, n)) = self.delete_reply.take() {
             let _ = reply.send(Ok(n));
@@ -376,6 +377,7 @@ impl QueueActor {
     fn handle(&mut self, cmd: QueueCmd) {
         match cmd {
             QueueCmd::Publish(msg, token) => {
+                self.shared.taken(&msg);
                 let seq = self.next_seq;
                 self.next_seq += 1;
                 if !self.admit(&msg) {
