@@ -16,6 +16,30 @@ use std::time::Duration;
 
 const ADMIN: Option<(&str, &str)> = Some(("guest", "guest"));
 
+/// Waits for connection.blocked; returns its reason.
+async fn blocked(events: &mut (impl futures_lite::Stream<Item = Event> + Unpin)) -> String {
+    within(async {
+        loop {
+            if let Some(Event::ConnectionBlocked(reason)) = events.next().await {
+                return reason;
+            }
+        }
+    })
+    .await
+}
+
+/// Waits for connection.unblocked.
+async fn unblocked(events: &mut (impl futures_lite::Stream<Item = Event> + Unpin)) {
+    within(async {
+        loop {
+            if let Some(Event::ConnectionUnblocked) = events.next().await {
+                return;
+            }
+        }
+    })
+    .await
+}
+
 #[tokio::test]
 async fn a_memory_alarm_blocks_publishers_until_it_clears() {
     let b = start_with(|c| {
@@ -71,14 +95,7 @@ async fn a_memory_alarm_blocks_publishers_until_it_clears() {
     ))
     .await
     .expect("publish");
-    let reason = within(async {
-        loop {
-            if let Some(Event::ConnectionBlocked(reason)) = events.next().await {
-                return reason;
-            }
-        }
-    })
-    .await;
+    let reason = blocked(&mut events).await;
     assert_eq!(reason, "low on memory");
     let d = within(consumer.next())
         .await
@@ -94,14 +111,7 @@ async fn a_memory_alarm_blocks_publishers_until_it_clears() {
     assert!(m.contains("rabbitmq_alarms_memory_used_watermark 1"), "{m}");
     // Clearing the alarm (the watermark raised at runtime) unblocks and publishing resumes.
     b.server.broker.alarms.set_memory_limit(u64::MAX);
-    within(async {
-        loop {
-            if let Some(Event::ConnectionUnblocked) = events.next().await {
-                return;
-            }
-        }
-    })
-    .await;
+    unblocked(&mut events).await;
     within(pch.basic_publish(
         "".into(),
         "jobs".into(),
@@ -208,7 +218,7 @@ async fn a_watermark_from_config_blocks_and_unblocks_once_consumers_drain() {
     let mut events = pc.events_listener();
     let body = vec![7u8; BODY];
     let mut held = Vec::new();
-    let mut blocked = false;
+    let mut raised = false;
     for _ in 0..12 {
         within(pch.basic_publish(
             "".into(),
@@ -228,11 +238,11 @@ async fn a_watermark_from_config_blocks_and_unblocks_once_consumers_drain() {
         // The alarm check runs every 20 ms; give it a look at the new use.
         tokio::time::sleep(Duration::from_millis(100)).await;
         if b.server.broker.alarms.state().memory {
-            blocked = true;
+            raised = true;
             break;
         }
     }
-    assert!(blocked, "{} messages of 40 MiB raised no alarm", held.len());
+    assert!(raised, "{} messages of 40 MiB raised no alarm", held.len());
     // The next message that publisher completes gets its connection blocked.
     within(pch.basic_publish(
         "".into(),
@@ -243,14 +253,7 @@ async fn a_watermark_from_config_blocks_and_unblocks_once_consumers_drain() {
     ))
     .await
     .expect("publish");
-    let reason = within(async {
-        loop {
-            if let Some(Event::ConnectionBlocked(reason)) = events.next().await {
-                return reason;
-            }
-        }
-    })
-    .await;
+    let reason = blocked(&mut events).await;
     assert_eq!(reason, "low on memory");
     // The consumer drains: acknowledged and dropped, the bodies are freed on both sides and
     // the alarm clears by itself.
@@ -266,14 +269,7 @@ async fn a_watermark_from_config_blocks_and_unblocks_once_consumers_drain() {
             .expect("ack");
     }
     drop(body);
-    within(async {
-        loop {
-            if let Some(Event::ConnectionUnblocked) = events.next().await {
-                return;
-            }
-        }
-    })
-    .await;
+    unblocked(&mut events).await;
     assert!(!b.server.broker.alarms.state().memory);
     within(pch.basic_publish(
         "".into(),

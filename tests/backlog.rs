@@ -11,21 +11,7 @@ async fn millions_of_messages_stay_within_the_memory_bound_and_drain_in_order() 
     const N: u64 = 3_000_000;
     let b = start().await;
     let url = b.url();
-    // Warm up the allocator and the connection paths, then take the baseline.
-    perf_json(
-        &url,
-        &[
-            "-x",
-            "1",
-            "-y",
-            "1",
-            "--count",
-            "20000",
-            "--consume-count",
-            "20000",
-        ],
-    );
-    let memory = PeakRss::start();
+    let memory = warm_up_and_sample(&url);
     let base = memory.base;
     let u = url.clone();
     let published = tokio::task::spawn_blocking(move || {
@@ -48,7 +34,9 @@ async fn millions_of_messages_stay_within_the_memory_bound_and_drain_in_order() 
     }
     assert_eq!(q["messages_ready"], N);
     let paged = q["messages_paged_out"].as_u64().expect("paged count");
-    assert!(paged >= N - 10_000, "only {paged} of {N} paged out");
+    // All but the in-memory window.
+    let window = warren::config::Config::default().queue_window_messages as u64;
+    assert_eq!(paged, N - window, "{paged} of {N} paged out");
     let u = url.clone();
     let drained = tokio::task::spawn_blocking(move || {
         perf_json(

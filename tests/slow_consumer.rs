@@ -13,20 +13,7 @@ use lapin::BasicProperties;
 async fn a_fast_publisher_and_a_slow_consumer_stay_within_the_memory_bound() {
     let b = start().await;
     let url = b.url();
-    perf_json(
-        &url,
-        &[
-            "-x",
-            "1",
-            "-y",
-            "1",
-            "--count",
-            "20000",
-            "--consume-count",
-            "20000",
-        ],
-    );
-    let memory = PeakRss::start();
+    let memory = warm_up_and_sample(&url);
     let base = memory.base;
     // Unlimited publishing for 12 s against a consumer taking 2,000 msg/s and acking each.
     let u = url.clone();

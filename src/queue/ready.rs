@@ -41,7 +41,14 @@ pub(super) struct ReadyList {
     in_memory: (usize, u64),
     /// The newest messages, beyond the window (lists without priorities only).
     paged: Option<PageFile>,
+    /// Consumers are attached: messages are paged out only beyond `WIDE` windows.
+    wide: bool,
 }
+
+/// How many windows a queue with consumers keeps in memory before paging out: its messages
+/// are about to be delivered, so a short burst is not worth a disk round trip (the paged
+/// tail is still read back a window at a time).
+const WIDE: u64 = 8;
 
 impl ReadyList {
     /// A list with levels 0..=max_priority (one level without priorities); a list without
@@ -54,6 +61,7 @@ impl ReadyList {
             bytes: 0,
             in_memory: (0, 0),
             paged: page_file.filter(|_| n == 1),
+            wide: false,
         }
     }
 
@@ -74,6 +82,11 @@ impl ReadyList {
     /// Body bytes of the ready messages, paged out ones included.
     pub fn bytes(&self) -> u64 {
         self.bytes + self.paged().1
+    }
+
+    /// Whether consumers are attached (they widen the window new messages are kept in).
+    pub fn set_consumed(&mut self, consumed: bool) {
+        self.wide = consumed;
     }
 
     /// Paged out messages and their body bytes.
@@ -149,7 +162,10 @@ impl ReadyList {
         let window = paged.paging().window;
         let newest = self.levels[0].back().is_none_or(|b| b.seq < r.seq)
             && paged.seq_range().is_none_or(|(_, last)| last < r.seq);
-        let full = !paged.is_empty() || self.len >= window.messages || self.bytes >= window.bytes;
+        let k = if self.wide { WIDE } else { 1 };
+        let full = !paged.is_empty()
+            || self.len as u64 >= window.messages as u64 * k
+            || self.bytes >= window.bytes.saturating_mul(k);
         let fresh = !r.redelivered && r.returns == 0;
         let Some(msg) = r.msg.as_ref().filter(|_| newest && full && fresh) else {
             return Some(r);

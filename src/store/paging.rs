@@ -41,7 +41,7 @@ pub struct Window {
 impl Default for Window {
     fn default() -> Self {
         Window {
-            messages: 4096,
+            messages: 16384,
             bytes: 8 << 20,
         }
     }

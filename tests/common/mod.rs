@@ -238,6 +238,23 @@ pub fn perf_json(url: &str, args: &[&str]) -> serde_json::Value {
     serde_json::from_slice(&out.stdout).expect("json summary")
 }
 
+/// Runs 20,000 messages through the broker (warming up the allocator and the connection
+/// paths), then starts sampling resident memory from there.
+pub fn warm_up_and_sample(url: &str) -> PeakRss {
+    let warm = [
+        "-x",
+        "1",
+        "-y",
+        "1",
+        "--count",
+        "20000",
+        "--consume-count",
+        "20000",
+    ];
+    perf_json(url, &warm);
+    PeakRss::start()
+}
+
 /// A queue of the default vhost as the management API shows it.
 pub async fn queue_json(b: &TestBroker, name: &str) -> serde_json::Value {
     let path = format!("/api/queues/%2f/{name}");

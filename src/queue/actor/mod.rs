@@ -682,6 +682,7 @@ impl QueueActor {
             },
         );
         self.had_consumers = true;
+        self.ready.set_consumed(true);
         Ok(())
     }
 
@@ -692,6 +693,7 @@ impl QueueActor {
         if before == self.consumers.len() {
             return;
         }
+        self.ready.set_consumed(!self.consumers.is_empty());
         for u in self.unacked.values_mut() {
             if u.consumer == Some(id) {
                 u.consumer = None;
