@@ -4,7 +4,7 @@
 //! store writer, the delivery high-water mark is recorded for the redelivered flag, and bodies
 //! of recovered messages stay on disk until the head of the queue reaches them.
 
-use super::consumer::{ConsumerEvent, ConsumerSpec, Delivery, PENDING_WINDOW};
+use super::consumer::{ConsumerEvent, ConsumerSpec, PENDING_WINDOW};
 use super::deadletter::Reason;
 use super::ready::{Ready, ReadyList};
 use super::stats::{Counter, Stats};
@@ -19,6 +19,7 @@ use std::sync::atomic::Ordering;
 use std::sync::{Arc, Weak};
 use tokio::sync::{mpsc, oneshot};
 
+mod delivery;
 mod expiry;
 
 /// Commands handled per wake-up before delivering.
@@ -237,6 +238,9 @@ impl QueueActor {
                         if let Ok(c) = rx.control.try_recv() {
                             self.handle_control(c, &mut rx.control);
                             active = true;
+                            if self.stopped {
+                                break;
+                            }
                         }
                         active |= !matches!(
                             cmd,
@@ -304,7 +308,7 @@ impl QueueActor {
         let unacked_bytes: u64 = self.unacked.values().map(|u| u.msg.body_len() as u64).sum();
         let (ram, ram_bytes) = self.ready.in_memory();
         let (paged, paged_bytes) = self.ready.paged();
-        let entries = (self.ready.len() - self.ready.paged().0 + self.unacked.len()) as u64;
+        let entries = (self.ready.len() - paged + self.unacked.len()) as u64;
         super::QueueInfo {
             messages_ready: self.ready.len() as u32,
             messages_unacknowledged: self.unacked.len() as u32,
@@ -623,43 +627,6 @@ impl QueueActor {
         });
     }
 
-    /// Pops the head of the queue, reading its body (and the next ones) from the store if needed.
-    /// When the store cannot be read, nothing is popped: the messages wait for the next try.
-    fn take_head(&mut self) -> Option<(u64, Arc<Message>, bool, u32)> {
-        loop {
-            let head = self.ready.front()?;
-            if head.msg.is_none() && !self.load_from(head.seq) {
-                return None;
-            }
-            let r = self.pop_ready()?;
-            match r.msg {
-                Some(msg) => return Some((r.seq, msg, r.redelivered, r.returns)),
-                None => {
-                    tracing::error!(queue = %self.shared.name, seq = r.seq, "stored message missing; skipped");
-                }
-            }
-        }
-    }
-
-    /// Fills in bodies of on-disk entries from `from` on, a window at a time; false when the
-    /// store could not be read.
-    fn load_from(&mut self, from: u64) -> bool {
-        let Some(id) = self.shared.store_id else {
-            return true;
-        };
-        let read = match self.store.read_messages(id, from, READ_AHEAD) {
-            Ok(r) => r,
-            Err(e) => {
-                tracing::error!(queue = %self.shared.name, error = %e, "reading stored messages failed");
-                return false;
-            }
-        };
-        for (seq, msg) in read {
-            self.ready.fill(seq, msg);
-        }
-        true
-    }
-
     fn add_consumer(&mut self, spec: ConsumerSpec) -> Result<(), AmqpError> {
         if self.consumers.iter().any(|c| c.spec.exclusive)
             || (spec.exclusive && !self.consumers.is_empty())
@@ -725,112 +692,5 @@ impl QueueActor {
             }));
         }
         self.stopped = true;
-    }
-
-    /// The consumer for the next message, credit taken: with a single active consumer, only
-    /// that one (the highest-priority, earliest registered); otherwise the highest priority
-    /// group with credit, round-robin within it.
-    fn pick_consumer(&mut self) -> Option<usize> {
-        if self.args.single_active_consumer {
-            return self.consumers.first()?.take_credit().then_some(0);
-        }
-        let n = self.consumers.len();
-        let mut start = 0;
-        while start < n {
-            let prio = self.consumers[start].spec.priority;
-            let end = start + self.consumers[start..].partition_point(|c| c.spec.priority == prio);
-            let size = end - start;
-            let first = self.next_consumer % size;
-            if let Some(idx) = (0..size)
-                .map(|i| start + (first + i) % size)
-                .find(|&i| self.consumers[i].take_credit())
-            {
-                self.next_consumer = idx - start + 1;
-                return Some(idx);
-            }
-            start = end;
-        }
-        None
-    }
-
-    /// Pushes ready messages to consumers round-robin while any has credit.
-    fn deliver(&mut self) {
-        let n = self.consumers.len();
-        // One clock read per batch for the deliveries' timestamps.
-        let now = if n > 0 && !self.ready.is_empty() {
-            now_ms()
-        } else {
-            0
-        };
-        while n > 0 && !self.ready.is_empty() && !self.stopped {
-            let Some(idx) = self.pick_consumer() else {
-                return;
-            };
-            self.expire_head();
-            let Some((seq, msg, redelivered, returns)) = self.take_head() else {
-                let c = &self.consumers[idx];
-                if !c.spec.no_ack {
-                    c.spec.limiter.release(1);
-                }
-                return;
-            };
-            self.note_delivered(seq, &msg);
-            let no_ack = self.consumers[idx].spec.no_ack;
-            self.stats.add(
-                if no_ack {
-                    Counter::DeliverNoAck
-                } else {
-                    Counter::Deliver
-                },
-                1,
-            );
-            self.stats.add(Counter::Redeliver, u64::from(redelivered));
-            let consumed = no_ack && self.shared.persists(&msg);
-            let sent = self.as_delivered(msg.clone(), returns);
-            let c = &mut self.consumers[idx];
-            if !c.spec.no_ack {
-                c.unacked += 1;
-                self.unacked.insert(
-                    seq,
-                    Unacked {
-                        msg: msg.clone(),
-                        consumer: Some(c.spec.id),
-                        returns,
-                        since: now,
-                    },
-                );
-            }
-            c.spec.pending.fetch_add(1, Ordering::AcqRel);
-            let d = Delivery {
-                channel: c.spec.channel,
-                tag: c.spec.tag.clone(),
-                consumer: c.spec.id,
-                queue: self.shared.clone(),
-                seq,
-                redelivered,
-                msg: sent,
-                no_ack: c.spec.no_ack,
-                pending: c.spec.pending.clone(),
-            };
-            if let Err(mpsc::error::SendError(ConsumerEvent::Deliver(d))) =
-                c.spec.sink.send(ConsumerEvent::Deliver(d))
-            {
-                // The connection is gone: the message was never delivered, so it goes back as it
-                // was; the consumer is dropped (its channel's cleanup will follow).
-                let id = c.spec.id;
-                if !c.spec.no_ack {
-                    c.spec.limiter.release(1);
-                }
-                c.spec.pending.fetch_sub(1, Ordering::AcqRel);
-                self.settle(d.seq);
-                self.insert_ready(d.seq, Some(d.msg), d.redelivered, returns);
-                self.remove_consumer(id);
-                return self.deliver();
-            }
-            if consumed {
-                // A no-ack delivery settles the message as it leaves.
-                self.forget_stored(vec![seq]);
-            }
-        }
     }
 }

@@ -1,0 +1,157 @@
+//! Delivery: choosing the consumer (priority groups, round-robin, single active consumer),
+//! pushing ready messages within credit, and taking the head of the queue, reading bodies that
+//! are only in the store a window at a time.
+
+use super::{now_ms, QueueActor, Unacked, READ_AHEAD};
+use crate::message::Message;
+use crate::queue::consumer::{ConsumerEvent, Delivery};
+use crate::queue::stats::Counter;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use tokio::sync::mpsc;
+
+impl QueueActor {
+    /// Pops the head of the queue, reading its body (and the next ones) from the store if needed.
+    /// When the store cannot be read, nothing is popped: the messages wait for the next try.
+    pub(super) fn take_head(&mut self) -> Option<(u64, Arc<Message>, bool, u32)> {
+        loop {
+            let head = self.ready.front()?;
+            if head.msg.is_none() && !self.load_from(head.seq) {
+                return None;
+            }
+            let r = self.pop_ready()?;
+            match r.msg {
+                Some(msg) => return Some((r.seq, msg, r.redelivered, r.returns)),
+                None => {
+                    tracing::error!(queue = %self.shared.name, seq = r.seq, "stored message missing; skipped");
+                }
+            }
+        }
+    }
+
+    /// Fills in bodies of on-disk entries from `from` on, a window at a time; false when the
+    /// store could not be read.
+    pub(super) fn load_from(&mut self, from: u64) -> bool {
+        let Some(id) = self.shared.store_id else {
+            return true;
+        };
+        let read = match self.store.read_messages(id, from, READ_AHEAD) {
+            Ok(r) => r,
+            Err(e) => {
+                tracing::error!(queue = %self.shared.name, error = %e, "reading stored messages failed");
+                return false;
+            }
+        };
+        for (seq, msg) in read {
+            self.ready.fill(seq, msg);
+        }
+        true
+    }
+
+    /// The consumer for the next message, credit taken: with a single active consumer, only
+    /// that one (the highest-priority, earliest registered); otherwise the highest priority
+    /// group with credit, round-robin within it.
+    pub(super) fn pick_consumer(&mut self) -> Option<usize> {
+        if self.args.single_active_consumer {
+            return self.consumers.first()?.take_credit().then_some(0);
+        }
+        let n = self.consumers.len();
+        let mut start = 0;
+        while start < n {
+            let prio = self.consumers[start].spec.priority;
+            let end = start + self.consumers[start..].partition_point(|c| c.spec.priority == prio);
+            let size = end - start;
+            let first = self.next_consumer % size;
+            if let Some(idx) = (0..size)
+                .map(|i| start + (first + i) % size)
+                .find(|&i| self.consumers[i].take_credit())
+            {
+                self.next_consumer = idx - start + 1;
+                return Some(idx);
+            }
+            start = end;
+        }
+        None
+    }
+
+    /// Pushes ready messages to consumers round-robin while any has credit.
+    pub(super) fn deliver(&mut self) {
+        let n = self.consumers.len();
+        // One clock read per batch for the deliveries' timestamps.
+        let now = if n > 0 && !self.ready.is_empty() {
+            now_ms()
+        } else {
+            0
+        };
+        while n > 0 && !self.ready.is_empty() && !self.stopped {
+            let Some(idx) = self.pick_consumer() else {
+                return;
+            };
+            self.expire_head();
+            let Some((seq, msg, redelivered, returns)) = self.take_head() else {
+                let c = &self.consumers[idx];
+                if !c.spec.no_ack {
+                    c.spec.limiter.release(1);
+                }
+                return;
+            };
+            self.note_delivered(seq, &msg);
+            let no_ack = self.consumers[idx].spec.no_ack;
+            self.stats.add(
+                if no_ack {
+                    Counter::DeliverNoAck
+                } else {
+                    Counter::Deliver
+                },
+                1,
+            );
+            self.stats.add(Counter::Redeliver, u64::from(redelivered));
+            let consumed = no_ack && self.shared.persists(&msg);
+            let sent = self.as_delivered(msg.clone(), returns);
+            let c = &mut self.consumers[idx];
+            if !c.spec.no_ack {
+                c.unacked += 1;
+                self.unacked.insert(
+                    seq,
+                    Unacked {
+                        msg: msg.clone(),
+                        consumer: Some(c.spec.id),
+                        returns,
+                        since: now,
+                    },
+                );
+            }
+            c.spec.pending.fetch_add(1, Ordering::AcqRel);
+            let d = Delivery {
+                channel: c.spec.channel,
+                tag: c.spec.tag.clone(),
+                consumer: c.spec.id,
+                queue: self.shared.clone(),
+                seq,
+                redelivered,
+                msg: sent,
+                no_ack: c.spec.no_ack,
+                pending: c.spec.pending.clone(),
+            };
+            if let Err(mpsc::error::SendError(ConsumerEvent::Deliver(d))) =
+                c.spec.sink.send(ConsumerEvent::Deliver(d))
+            {
+                // The connection is gone: the message was never delivered, so it goes back as it
+                // was; the consumer is dropped (its channel's cleanup will follow).
+                let id = c.spec.id;
+                if !c.spec.no_ack {
+                    c.spec.limiter.release(1);
+                }
+                c.spec.pending.fetch_sub(1, Ordering::AcqRel);
+                self.settle(d.seq);
+                self.insert_ready(d.seq, Some(d.msg), d.redelivered, returns);
+                self.remove_consumer(id);
+                return self.deliver();
+            }
+            if consumed {
+                // A no-ack delivery settles the message as it leaves.
+                self.forget_stored(vec![seq]);
+            }
+        }
+    }
+}
