@@ -102,9 +102,13 @@ impl ReadyList {
     /// Inserts keeping sequence order within the level (a new message simply goes last, or
     /// to the page file beyond the window).
     pub fn insert(&mut self, r: Ready) {
-        let Some(r) = self.page_out(r) else {
-            return;
-        };
+        if let Some(r) = self.page_out(r) {
+            self.keep(r);
+        }
+    }
+
+    /// Adds an entry to the memory part, in sequence order within its level.
+    fn keep(&mut self, r: Ready) {
         self.len += 1;
         self.bytes += r.size;
         if r.msg.is_some() {
@@ -198,17 +202,12 @@ impl ReadyList {
         match got {
             Ok(got) => {
                 for p in got {
-                    let size = p.msg.body_len() as u64;
-                    self.len += 1;
-                    self.bytes += size;
-                    self.in_memory.0 += 1;
-                    self.in_memory.1 += size;
-                    self.levels[0].push_back(Ready {
+                    self.keep(Ready {
                         seq: p.seq,
+                        size: p.msg.body_len() as u64,
                         msg: Some(Arc::new(p.msg)),
                         redelivered: false,
                         expires: p.expires,
-                        size,
                         returns: 0,
                         priority: 0,
                     });
