@@ -91,6 +91,11 @@ impl Message {
         &self.data[self.props_len..]
     }
 
+    /// The body, sharing this message's buffer.
+    pub fn body_bytes(&self) -> Bytes {
+        self.data.slice(self.props_len..)
+    }
+
     /// Properties and body, contiguous.
     pub fn data(&self) -> &[u8] {
         &self.data

@@ -53,8 +53,37 @@ pub struct ContentHeader {
     pub raw_properties: Bytes,
 }
 
-/// Decodes one frame from `buf`, or returns None when more bytes are needed.
+/// Decodes one frame from `buf`, or returns None when more bytes are needed (after reserving
+/// room for the rest of the frame).
 pub fn decode(buf: &mut BytesMut, frame_max: u32) -> AmqpResult<Option<Frame>> {
+    let frame = decode_buffered(buf, frame_max)?;
+    if frame.is_none() {
+        reserve_partial(buf);
+    }
+    Ok(frame)
+}
+
+/// Makes room in `buf` for the rest of the partial frame it starts with.
+pub fn reserve_partial(buf: &mut BytesMut) {
+    if let Some((_, _, size)) = partial_frame(buf) {
+        buf.reserve(7 + size + 1 - buf.len());
+    }
+}
+
+/// Type, channel and payload size of the incomplete frame `buf` starts with, once its header is
+/// in (call after `decode_buffered` returned None, which checked the type and size).
+pub fn partial_frame(buf: &[u8]) -> Option<(u8, u16, usize)> {
+    let header = buf.get(..7)?;
+    let size = u32::from_be_bytes([header[3], header[4], header[5], header[6]]) as usize;
+    (buf.len() < 7 + size + 1).then_some((
+        header[0],
+        u16::from_be_bytes([header[1], header[2]]),
+        size,
+    ))
+}
+
+/// As `decode`, without reserving: the caller decides where the rest of a partial frame goes.
+pub fn decode_buffered(buf: &mut BytesMut, frame_max: u32) -> AmqpResult<Option<Frame>> {
     if buf.len() < 7 {
         return Ok(None);
     }
@@ -77,7 +106,6 @@ pub fn decode(buf: &mut BytesMut, frame_max: u32) -> AmqpResult<Option<Frame>> {
         )));
     }
     if buf.len() < 7 + size + 1 {
-        buf.reserve(7 + size + 1 - buf.len());
         return Ok(None);
     }
     if buf[7 + size] != FRAME_END {
@@ -280,19 +308,56 @@ pub fn encode_content(
     body: &[u8],
     frame_max: u32,
 ) {
-    let at = begin(out, FRAME_HEADER, channel);
-    out.put_u16(60);
-    out.put_u16(0);
-    out.put_u64(body.len() as u64);
-    out.put_slice(raw_properties);
-    finish(out, at);
-    let chunk = (frame_max as usize).saturating_sub(FRAME_OVERHEAD).max(1);
-    for part in body.chunks(chunk) {
+    encode_content_header(out, channel, raw_properties, body.len());
+    for part in body.chunks(body_frame_size(frame_max)) {
         out.reserve(part.len() + FRAME_OVERHEAD);
         let at = begin(out, FRAME_BODY, channel);
         out.put_slice(part);
         finish(out, at);
     }
+}
+
+/// Bodies at least this large are queued for the socket by reference (`encode_content_shared`).
+pub const SHARED_BODY_MIN: usize = 16 * 1024;
+
+/// As `encode_content`, without copying the body: each body frame's payload is pushed to
+/// `chunks` as a slice of `body`, after everything encoded into `out` so far (which is pushed
+/// before it); its frame-end octet starts `out` again.
+pub fn encode_content_shared(
+    out: &mut BytesMut,
+    chunks: &mut Vec<Bytes>,
+    channel: u16,
+    raw_properties: &[u8],
+    body: &Bytes,
+    frame_max: u32,
+) {
+    encode_content_header(out, channel, raw_properties, body.len());
+    let size = body_frame_size(frame_max);
+    let mut at = 0;
+    while at < body.len() {
+        let part = size.min(body.len() - at);
+        out.put_u8(FRAME_BODY);
+        out.put_u16(channel);
+        out.put_u32(part as u32);
+        chunks.push(out.split().freeze());
+        chunks.push(body.slice(at..at + part));
+        out.put_u8(FRAME_END);
+        at += part;
+    }
+}
+
+fn encode_content_header(out: &mut BytesMut, channel: u16, raw_properties: &[u8], body: usize) {
+    let at = begin(out, FRAME_HEADER, channel);
+    out.put_u16(60);
+    out.put_u16(0);
+    out.put_u64(body as u64);
+    out.put_slice(raw_properties);
+    finish(out, at);
+}
+
+/// Payload bytes per body frame under `frame_max`.
+fn body_frame_size(frame_max: u32) -> usize {
+    (frame_max as usize).saturating_sub(FRAME_OVERHEAD).max(1)
 }
 
 /// Fields of basic.deliver.

@@ -5,6 +5,7 @@
 
 use crate::amqp::channel::Channel;
 use crate::amqp::codec::{self, Frame};
+use crate::amqp::direct::{BodyFrame, DirectBody};
 use crate::amqp::handshake::Opened;
 use crate::broker::Broker;
 use crate::connections::ConnectionInfo;
@@ -17,7 +18,7 @@ use bytes::{Bytes, BytesMut};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
-use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite};
 use tokio::sync::{mpsc, watch};
 use tokio::time::Instant;
 
@@ -35,6 +36,10 @@ pub(crate) struct Connection {
     pub vhost: Arc<VHost>,
     pub user: String,
     pub out: BytesMut,
+    /// Output queued before `out`: large bodies by reference, with the frames around them.
+    pub out_chunks: Vec<Bytes>,
+    /// A large body frame being read straight into its message (`direct.rs`).
+    pub direct: Option<DirectBody>,
     pub frame_max: u32,
     pub channel_max: u16,
     pub cancel_notify: bool,
@@ -56,9 +61,9 @@ pub(crate) struct Connection {
     /// Channels with publishes waiting for their confirm.
     pub confirm_dirty: Vec<u16>,
     /// connection.close was sent; waiting for close-ok until this instant.
-    closing: Option<Instant>,
+    pub(crate) closing: Option<Instant>,
     /// The connection is finished.
-    done: bool,
+    pub(crate) done: bool,
 }
 
 /// Runs an opened connection to its end.
@@ -79,7 +84,7 @@ pub(crate) async fn run<R, W>(
     let (sink, mut inbox) = mpsc::unbounded_channel();
     let (wtx, wrx) = mpsc::channel::<Bytes>(WRITER_QUEUE);
     let heartbeat = Duration::from_secs(u64::from(opened.heartbeat));
-    let writer = tokio::spawn(write_loop(wr, wrx, heartbeat));
+    let writer = tokio::spawn(super::writer::write_loop(wr, wrx, heartbeat));
     let mut c = Connection {
         id: registration.id,
         info: registration.info.clone(),
@@ -87,6 +92,8 @@ pub(crate) async fn run<R, W>(
         vhost: opened.vhost,
         user: opened.user,
         out: BytesMut::with_capacity(64 * 1024),
+        out_chunks: Vec::new(),
+        direct: None,
         frame_max: opened.frame_max,
         channel_max: opened.channel_max,
         cancel_notify: opened.cancel_notify,
@@ -120,9 +127,7 @@ pub(crate) async fn run<R, W>(
     // Frames a client pipelined behind connection.open arrived with the handshake.
     if !rbuf.is_empty() {
         c.on_bytes(&mut rbuf).await;
-        if !c.out.is_empty() {
-            let _ = wtx.send(c.out.split().freeze()).await;
-        }
+        c.flush_output(&wtx).await;
     }
     while !c.done {
         let close_deadline = c
@@ -161,12 +166,14 @@ pub(crate) async fn run<R, W>(
                     Err(_) => alarms_open = false,
                 }
             }
-            r = rd.read_buf(&mut rbuf), if !c.flow.blocked => {
+            r = read_some(&mut rd, &mut rbuf, &mut c.direct), if !c.flow.blocked => {
                 match r {
                     Ok(0) | Err(_) => break,
-                    Ok(_) => {
+                    Ok(n) => {
                         last_recv = Instant::now();
-                        c.on_bytes(&mut rbuf).await;
+                        if c.on_direct_read(n).await {
+                            c.on_bytes(&mut rbuf).await;
+                        }
                     }
                 }
             }
@@ -179,7 +186,7 @@ pub(crate) async fn run<R, W>(
             }
             _ = tokio::time::sleep_until(close_deadline), if c.closing.is_some() => break,
         }
-        if !c.out.is_empty() && wtx.send(c.out.split().freeze()).await.is_err() {
+        if !c.flush_output(&wtx).await {
             break;
         }
         if rbuf.capacity() > 1 << 20 && rbuf.is_empty() {
@@ -191,52 +198,30 @@ pub(crate) async fn run<R, W>(
     let _ = tokio::time::timeout(Duration::from_secs(5), writer).await;
 }
 
-/// Writes queued chunks, coalescing what is ready into one write, and heartbeats when idle.
-async fn write_loop<W: AsyncWrite + Unpin>(
-    mut wr: W,
-    mut rx: mpsc::Receiver<Bytes>,
-    heartbeat: Duration,
-) {
-    let idle = if heartbeat.is_zero() {
-        Duration::from_secs(3600)
-    } else {
-        heartbeat / 2
-    };
-    let mut chunks = Vec::with_capacity(16);
-    let mut joined = BytesMut::new();
-    loop {
-        match tokio::time::timeout(idle, rx.recv_many(&mut chunks, 64)).await {
-            Ok(0) => break,
-            Ok(_) => {
-                let r = if chunks.len() == 1 {
-                    wr.write_all(&chunks[0]).await
-                } else {
-                    for c in &chunks {
-                        joined.extend_from_slice(c);
-                    }
-                    let r = wr.write_all(&joined).await;
-                    joined.clear();
-                    r
-                };
-                chunks.clear();
-                if r.is_err() {
-                    return;
-                }
-            }
-            Err(_) if !heartbeat.is_zero() => {
-                let mut hb = BytesMut::with_capacity(8);
-                codec::encode_heartbeat(&mut hb);
-                if wr.write_all(&hb).await.is_err() {
-                    return;
-                }
-            }
-            Err(_) => {}
-        }
+/// Reads from the socket into the read buffer, or into the message a large body frame is
+/// being read into.
+async fn read_some<R: AsyncRead + Unpin>(
+    rd: &mut R,
+    rbuf: &mut BytesMut,
+    direct: &mut Option<DirectBody>,
+) -> std::io::Result<usize> {
+    match direct {
+        Some(d) => rd.read_buf(&mut d.target()).await,
+        None => rd.read_buf(rbuf).await,
     }
-    let _ = wr.shutdown().await;
 }
 
 impl Connection {
+    /// Hands what was encoded since the last call to the writer task; false once it is gone.
+    async fn flush_output(&mut self, wtx: &mpsc::Sender<Bytes>) -> bool {
+        for chunk in self.out_chunks.drain(..) {
+            if wtx.send(chunk).await.is_err() {
+                return false;
+            }
+        }
+        self.out.is_empty() || wtx.send(self.out.split().freeze()).await.is_ok()
+    }
+
     /// Sends a method frame.
     pub fn send_method(&mut self, channel: u16, method: AMQPClass) {
         codec::encode_method(&mut self.out, channel, &method);
@@ -277,11 +262,15 @@ impl Connection {
     }
 
     async fn on_bytes(&mut self, rbuf: &mut BytesMut) {
+        if self.apply_block() {
+            self.flush_confirms();
+            return;
+        }
         loop {
-            if self.done {
+            if self.done || self.direct.is_some() {
                 return;
             }
-            match codec::decode(rbuf, self.frame_max) {
+            match codec::decode_buffered(rbuf, self.frame_max) {
                 Ok(Some(frame)) => {
                     if let Err(e) = self.on_frame(frame).await {
                         // Channel errors were handled by their channel; what reaches here
@@ -295,6 +284,7 @@ impl Connection {
                     }
                 }
                 Ok(None) => {
+                    self.start_direct(rbuf);
                     self.flush_confirms();
                     return;
                 }
@@ -353,7 +343,23 @@ impl Connection {
                 Err(AmqpError::unexpected_frame("content frame on channel 0"))
             }
             Frame::Header(ch, h) => self.on_channel_frame(ch, ChannelFrame::Header(h)).await,
-            Frame::Body(ch, b) => self.on_channel_frame(ch, ChannelFrame::Body(b)).await,
+            Frame::Body(ch, b) => {
+                self.on_channel_frame(ch, ChannelFrame::Body(BodyFrame::Buffered(b)))
+                    .await
+            }
+        }
+    }
+
+    /// A body frame read directly (`direct.rs`), handled as `on_frame` handles buffered ones.
+    pub(crate) async fn on_body_frame(&mut self, channel: u16, body: BodyFrame) {
+        if self.closing.is_some() {
+            return;
+        }
+        if let Err(e) = self
+            .on_channel_frame(channel, ChannelFrame::Body(body))
+            .await
+        {
+            self.close_connection(e);
         }
     }
 
@@ -733,13 +739,24 @@ impl Connection {
                 routing_key: d.msg.routing_key.as_str(),
             },
         );
-        codec::encode_content(
-            out,
-            d.channel,
-            d.msg.raw_properties(),
-            d.msg.body(),
-            frame_max,
-        );
+        if d.msg.body_len() >= codec::SHARED_BODY_MIN {
+            codec::encode_content_shared(
+                out,
+                &mut self.out_chunks,
+                d.channel,
+                d.msg.raw_properties(),
+                &d.msg.body_bytes(),
+                frame_max,
+            );
+        } else {
+            codec::encode_content(
+                out,
+                d.channel,
+                d.msg.raw_properties(),
+                d.msg.body(),
+                frame_max,
+            );
+        }
         use crate::channels::Counter;
         if d.redelivered {
             ch.stats.add(Counter::Redeliver, 1);
@@ -775,5 +792,5 @@ impl Connection {
 enum ChannelFrame {
     Method(Box<AMQPClass>),
     Header(Box<codec::ContentHeader>),
-    Body(Bytes),
+    Body(BodyFrame),
 }

@@ -6,10 +6,12 @@
 pub(crate) mod channel;
 pub mod codec;
 pub(crate) mod connection;
+mod direct;
 mod flow;
 pub(crate) mod handshake;
 mod methods;
 pub mod nesting;
+mod writer;
 
 pub use methods::ReplyTarget;
 

@@ -54,6 +54,11 @@ impl Raw {
 
     /// Connects and completes the handshake with the given heartbeat, opening no channel.
     pub async fn handshake(addr: SocketAddr, heartbeat: u16) -> Raw {
+        Raw::handshake_tuned(addr, heartbeat, None).await
+    }
+
+    /// The same, asking for a smaller frame_max than the broker offers.
+    pub async fn handshake_tuned(addr: SocketAddr, heartbeat: u16, frame_max: Option<u32>) -> Raw {
         let mut r = Raw::connect(addr).await;
         r.send(b"AMQP\x00\x00\x09\x01").await;
         assert!(matches!(
@@ -81,7 +86,7 @@ impl Raw {
             0,
             AMQPClass::Connection(connection::AMQPMethod::TuneOk(connection::TuneOk {
                 channel_max: tune.channel_max,
-                frame_max: tune.frame_max,
+                frame_max: frame_max.unwrap_or(tune.frame_max),
                 heartbeat,
             })),
         ))

@@ -4,6 +4,7 @@
 use crate::amqp::channel::{Channel, PendingContent};
 use crate::amqp::codec::{self, ContentHeader};
 use crate::amqp::connection::Connection;
+use crate::amqp::direct::BodyFrame;
 use crate::channels::Counter;
 use crate::confirm::ConfirmToken;
 use crate::error::{code, AmqpError, AmqpResult};
@@ -11,7 +12,7 @@ use crate::exchange::Exchange;
 use crate::message::Message;
 use crate::queue::QueueRef;
 use amq_protocol::protocol::basic;
-use bytes::{Bytes, BytesMut};
+use bytes::BytesMut;
 use std::sync::Arc;
 use tokio::sync::oneshot;
 
@@ -76,7 +77,8 @@ impl Connection {
         // Reserve what a declared size promises only up to a bound: a client could declare huge
         // bodies on many channels and never send them.
         const UPFRONT: u64 = 1 << 20;
-        pc.data = BytesMut::with_capacity(pc.props_len + h.body_size.min(UPFRONT) as usize);
+        // One more byte: a large body frame is read into this buffer with its end octet.
+        pc.data = BytesMut::with_capacity(pc.props_len + h.body_size.min(UPFRONT) as usize + 1);
         pc.data.extend_from_slice(&h.raw_properties);
         let complete = h.body_size == 0;
         pc.header = Some(*h);
@@ -89,21 +91,31 @@ impl Connection {
     pub(crate) async fn on_content_body(
         &mut self,
         ch: &mut Channel,
-        body: Bytes,
+        body: BodyFrame,
     ) -> AmqpResult<()> {
         let pc = match ch.content.as_mut() {
             Some(pc) if pc.header.is_some() => pc,
             _ => return Err(unexpected_content()),
         };
         let expected = pc.header.as_ref().map_or(0, |h| h.body_size);
-        let have = (pc.data.len() - pc.props_len) as u64;
-        if have + body.len() as u64 > expected {
-            return Err(AmqpError::frame_error(format!(
-                "content body exceeds the declared size {expected}"
-            )));
-        }
-        pc.data.extend_from_slice(&body);
-        if have + body.len() as u64 == expected {
+        let have = match body {
+            BodyFrame::Buffered(body) => {
+                let have = (pc.data.len() - pc.props_len) as u64;
+                if have + body.len() as u64 > expected {
+                    return Err(AmqpError::frame_error(format!(
+                        "content body exceeds the declared size {expected}"
+                    )));
+                }
+                pc.data.extend_from_slice(&body);
+                have + body.len() as u64
+            }
+            // Checked against the declared size before it was read.
+            BodyFrame::Direct(data) => {
+                pc.data = data;
+                (pc.data.len() - pc.props_len) as u64
+            }
+        };
+        if have == expected {
             self.finish_content(ch).await?;
         }
         Ok(())
