@@ -9,7 +9,7 @@
 //! read back, in order, whenever the memory part falls to half the window.
 
 use crate::message::Message;
-use crate::store::paging::PageFile;
+use crate::store::paging::{PageFile, Window};
 use std::collections::VecDeque;
 use std::sync::Arc;
 
@@ -48,7 +48,16 @@ pub(super) struct ReadyList {
 /// How many windows a queue with consumers keeps in memory before paging out: its messages
 /// are about to be delivered, so a short burst is not worth a disk round trip (the paged
 /// tail is still read back a window at a time).
-const WIDE: u64 = 8;
+const WIDE: usize = 8;
+
+/// Messages and body bytes a list keeps in memory before paging new ones out.
+fn memory_bound(window: Window, wide: bool) -> (usize, u64) {
+    let k = if wide { WIDE } else { 1 };
+    (
+        window.messages.saturating_mul(k),
+        window.bytes.saturating_mul(k as u64),
+    )
+}
 
 impl ReadyList {
     /// A list with levels 0..=max_priority (one level without priorities); a list without
@@ -163,13 +172,10 @@ impl ReadyList {
         let Some(paged) = self.paged.as_mut() else {
             return Some(r);
         };
-        let window = paged.paging().window;
+        let (messages, bytes) = memory_bound(paged.paging().window, self.wide);
         let newest = self.levels[0].back().is_none_or(|b| b.seq < r.seq)
             && paged.seq_range().is_none_or(|(_, last)| last < r.seq);
-        let k = if self.wide { WIDE } else { 1 };
-        let full = !paged.is_empty()
-            || self.len as u64 >= window.messages as u64 * k
-            || self.bytes >= window.bytes.saturating_mul(k);
+        let full = !paged.is_empty() || self.len >= messages || self.bytes >= bytes;
         let fresh = !r.redelivered && r.returns == 0;
         let Some(msg) = r.msg.as_ref().filter(|_| newest && full && fresh) else {
             return Some(r);
@@ -184,20 +190,22 @@ impl ReadyList {
         }
     }
 
-    /// Reads paged messages back once the memory part is down to half the window.
+    /// Reads paged messages back, a window at most at a time, once the memory part is down to
+    /// half of what it may hold (so a queue whose consumers keep up empties its page file and
+    /// keeps new messages in memory again).
     fn refill(&mut self) {
         let Some(paged) = self.paged.as_mut().filter(|p| !p.is_empty()) else {
             return;
         };
         let window = paged.paging().window;
-        let low = self.len <= window.messages / 2
-            || (self.len < window.messages && self.bytes <= window.bytes / 2);
+        let (messages, bytes) = memory_bound(window, self.wide);
+        let low = self.len <= messages / 2 || (self.len < messages && self.bytes <= bytes / 2);
         if !low {
             return;
         }
         let got = paged.pop(
-            window.messages.saturating_sub(self.len),
-            window.bytes.saturating_sub(self.bytes),
+            messages.saturating_sub(self.len).min(window.messages),
+            bytes.saturating_sub(self.bytes).min(window.bytes),
         );
         match got {
             Ok(got) => {
@@ -335,6 +343,37 @@ mod tests {
         let order: Vec<u64> = std::iter::from_fn(|| l.pop_front().map(|x| x.seq)).collect();
         assert_eq!(order, vec![1, 2, 3, 4, 5, 6, 7, 8, 9, 10]);
         assert_eq!((l.len(), l.bytes(), l.paged()), (0, 0, (0, 0)));
+    }
+
+    #[test]
+    fn with_consumers_a_drained_page_file_lets_new_messages_stay_in_memory() {
+        let dir = tempfile::tempdir().expect("dir");
+        let window = crate::store::paging::Window {
+            messages: 2,
+            bytes: 2,
+        };
+        let paging = crate::store::paging::Paging::new(dir.path(), window);
+        let mut l = ReadyList::new(None, Some(paging.page_file()));
+        l.set_consumed(true);
+        // 8 windows of 2 stay in memory, the burst beyond them is paged.
+        for seq in 0..20 {
+            l.insert(with_body(seq));
+        }
+        assert_eq!((l.in_memory().0, l.paged().0), (16, 4));
+        // Down to half of the wide bound, the tail comes back a window at a time.
+        for seq in 0..8 {
+            assert_eq!(l.pop_front().map(|r| r.seq), Some(seq));
+        }
+        assert_eq!((l.in_memory().0, l.paged().0), (10, 2));
+        assert_eq!(l.pop_front().map(|r| r.seq), Some(8));
+        assert_eq!((l.in_memory().0, l.paged().0), (9, 2));
+        assert_eq!(l.pop_front().map(|r| r.seq), Some(9));
+        assert_eq!((l.in_memory().0, l.paged().0), (10, 0));
+        // The page file is empty: a new message stays in memory, behind the others.
+        l.insert(with_body(20));
+        assert_eq!((l.in_memory().0, l.paged().0), (11, 0));
+        let order: Vec<u64> = std::iter::from_fn(|| l.pop_front().map(|x| x.seq)).collect();
+        assert_eq!(order, (10..=20).collect::<Vec<_>>());
     }
 
     #[test]
