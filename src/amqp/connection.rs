@@ -24,6 +24,10 @@ use tokio::time::Instant;
 
 /// Output chunks queued for the writer before the connection task waits.
 const WRITER_QUEUE: usize = 16;
+/// Read and output buffers of a quiet connection (thousands of them must stay small).
+pub(crate) const BUFFER_SMALL: usize = 4 << 10;
+/// Read and output buffers of a busy connection (few system calls per byte).
+const BUFFER_LARGE: usize = 64 << 10;
 /// How long a closing connection waits for close-ok.
 const CLOSE_TIMEOUT: Duration = Duration::from_secs(3);
 
@@ -91,7 +95,7 @@ pub(crate) async fn run<R, W>(
         broker,
         vhost: opened.vhost,
         user: opened.user,
-        out: BytesMut::with_capacity(64 * 1024),
+        out: BytesMut::with_capacity(BUFFER_SMALL),
         out_chunks: Vec::new(),
         direct: None,
         frame_max: opened.frame_max,
@@ -116,7 +120,9 @@ pub(crate) async fn run<R, W>(
     } else {
         heartbeat
     });
-    let mut events = Vec::with_capacity(256);
+    // Grown on demand: a quiet connection never needs room for a full batch.
+    let mut events = Vec::new();
+    let mut read_busy = false;
     // Registered once, not per loop turn: a forced close from the management API.
     let info = registration.info.clone();
     let kill = info.kill.notified();
@@ -166,7 +172,7 @@ pub(crate) async fn run<R, W>(
                     Err(_) => alarms_open = false,
                 }
             }
-            r = read_some(&mut rd, &mut rbuf, &mut c.direct), if !c.flow.blocked => {
+            r = read_some(&mut rd, &mut rbuf, &mut c.direct, &mut read_busy), if !c.flow.blocked => {
                 match r {
                     Ok(0) | Err(_) => break,
                     Ok(n) => {
@@ -190,7 +196,7 @@ pub(crate) async fn run<R, W>(
             break;
         }
         if rbuf.capacity() > 1 << 20 && rbuf.is_empty() {
-            rbuf = BytesMut::with_capacity(64 * 1024);
+            rbuf = BytesMut::with_capacity(BUFFER_SMALL);
         }
     }
     c.cleanup().await;
@@ -199,16 +205,25 @@ pub(crate) async fn run<R, W>(
 }
 
 /// Reads from the socket into the read buffer, or into the message a large body frame is
-/// being read into.
+/// being read into. A full read buffer is replaced by a small one, or by a large one when the
+/// last read filled all the room it had (`busy`: the socket had more).
 async fn read_some<R: AsyncRead + Unpin>(
     rd: &mut R,
     rbuf: &mut BytesMut,
     direct: &mut Option<DirectBody>,
+    busy: &mut bool,
 ) -> std::io::Result<usize> {
-    match direct {
-        Some(d) => rd.read_buf(&mut d.target()).await,
-        None => rd.read_buf(rbuf).await,
+    if let Some(d) = direct {
+        return rd.read_buf(&mut d.target()).await;
     }
+    if rbuf.len() == rbuf.capacity() {
+        rbuf.reserve(if *busy { BUFFER_LARGE } else { BUFFER_SMALL });
+    }
+    let room = rbuf.capacity() - rbuf.len();
+    let n = rd.read_buf(rbuf).await?;
+    // A few bytes left at the end of a buffer say nothing about the socket.
+    *busy = n == room && (room >= BUFFER_SMALL / 4 || *busy);
+    Ok(n)
 }
 
 impl Connection {
@@ -219,7 +234,17 @@ impl Connection {
                 return false;
             }
         }
-        self.out.is_empty() || wtx.send(self.out.split().freeze()).await.is_ok()
+        if self.out.is_empty() {
+            return true;
+        }
+        let chunk = self.out.split().freeze();
+        // Room for as much as this turn wrote, so a busy connection does not grow its buffer
+        // step by step (copying) every turn.
+        let wanted = chunk.len().min(BUFFER_LARGE);
+        if wanted > BUFFER_SMALL && self.out.capacity() < wanted {
+            self.out.reserve(wanted);
+        }
+        wtx.send(chunk).await.is_ok()
     }
 
     /// Sends a method frame.

@@ -135,7 +135,7 @@ async fn handle<R, W>(
     R: AsyncRead + Unpin,
     W: AsyncWrite + Unpin + Send + 'static,
 {
-    let mut buf = BytesMut::with_capacity(64 * 1024);
+    let mut buf = BytesMut::with_capacity(connection::BUFFER_SMALL);
     let opened = tokio::time::timeout_at(deadline, async {
         let Some(version) = handshake::protocol_header(&mut rd, &mut wr).await else {
             return Err(handshake::Refused::Dropped);

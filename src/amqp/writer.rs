@@ -24,7 +24,7 @@ pub(crate) async fn write_loop<W: AsyncWrite + Unpin>(
     } else {
         heartbeat / 2
     };
-    let mut chunks = Vec::with_capacity(CHUNKS_PER_WRITE);
+    let mut chunks = Vec::new();
     let mut joined = BytesMut::new();
     loop {
         match tokio::time::timeout(idle, rx.recv_many(&mut chunks, CHUNKS_PER_WRITE)).await {

@@ -194,7 +194,8 @@ pub(super) fn start(
 
 impl QueueActor {
     async fn run(mut self, mut rx: Mailbox) {
-        let mut batch = Vec::with_capacity(BATCH);
+        // Grown on demand: most of a node's queues never see a full batch.
+        let mut batch = Vec::new();
         while !self.stopped {
             let idle_deadline = self
                 .args
