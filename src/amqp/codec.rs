@@ -64,7 +64,7 @@ pub fn decode(buf: &mut BytesMut, frame_max: u32) -> AmqpResult<Option<Frame>> {
 }
 
 /// Makes room in `buf` for the rest of the partial frame it starts with.
-pub fn reserve_partial(buf: &mut BytesMut) {
+fn reserve_partial(buf: &mut BytesMut) {
     if let Some((_, _, size)) = partial_frame(buf) {
         buf.reserve(7 + size + 1 - buf.len());
     }

@@ -3,6 +3,7 @@
 //! writes and sends heartbeats. Deliveries from queues arrive in this task's inbox and are
 //! encoded here, where the channel's delivery tags and unacked list live.
 
+use crate::amqp::buffers::{read_some, BUFFER_LARGE, BUFFER_SMALL};
 use crate::amqp::channel::Channel;
 use crate::amqp::codec::{self, Frame};
 use crate::amqp::direct::{BodyFrame, DirectBody};
@@ -18,16 +19,12 @@ use bytes::{Bytes, BytesMut};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
-use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite};
+use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::sync::{mpsc, watch};
 use tokio::time::Instant;
 
 /// Output chunks queued for the writer before the connection task waits.
 const WRITER_QUEUE: usize = 16;
-/// Read and output buffers of a quiet connection (thousands of them must stay small).
-pub(crate) const BUFFER_SMALL: usize = 4 << 10;
-/// Read and output buffers of a busy connection (few system calls per byte).
-const BUFFER_LARGE: usize = 64 << 10;
 /// How long a closing connection waits for close-ok.
 const CLOSE_TIMEOUT: Duration = Duration::from_secs(3);
 
@@ -202,28 +199,6 @@ pub(crate) async fn run<R, W>(
     c.cleanup().await;
     drop(wtx);
     let _ = tokio::time::timeout(Duration::from_secs(5), writer).await;
-}
-
-/// Reads from the socket into the read buffer, or into the message a large body frame is
-/// being read into. A full read buffer is replaced by a small one, or by a large one when the
-/// last read filled all the room it had (`busy`: the socket had more).
-async fn read_some<R: AsyncRead + Unpin>(
-    rd: &mut R,
-    rbuf: &mut BytesMut,
-    direct: &mut Option<DirectBody>,
-    busy: &mut bool,
-) -> std::io::Result<usize> {
-    if let Some(d) = direct {
-        return rd.read_buf(&mut d.target()).await;
-    }
-    if rbuf.len() == rbuf.capacity() {
-        rbuf.reserve(if *busy { BUFFER_LARGE } else { BUFFER_SMALL });
-    }
-    let room = rbuf.capacity() - rbuf.len();
-    let n = rd.read_buf(rbuf).await?;
-    // A few bytes left at the end of a buffer say nothing about the socket.
-    *busy = n == room && (room >= BUFFER_SMALL / 4 || *busy);
-    Ok(n)
 }
 
 impl Connection {

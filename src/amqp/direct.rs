@@ -43,11 +43,11 @@ pub(crate) enum BodyFrame {
 
 impl Connection {
     /// Called when `rbuf` holds the start of a frame and no more: when it is a large body frame
-    /// of a publish in progress, takes the buffered part into the message and returns true (the
-    /// next reads go to `self.direct`); otherwise makes room in `rbuf` for the frame.
-    pub(crate) fn start_direct(&mut self, rbuf: &mut BytesMut) -> bool {
+    /// of a publish in progress, takes the buffered part into the message (the next reads go
+    /// to `self.direct`); otherwise the rest of the frame is read into `rbuf`.
+    pub(crate) fn start_direct(&mut self, rbuf: &mut BytesMut) {
         let Some((kind, channel, size)) = codec::partial_frame(rbuf) else {
-            return false;
+            return;
         };
         let direct = kind == FRAME_BODY && size >= DIRECT_MIN && self.closing.is_none();
         let pc = match self.channels.get_mut(usize::from(channel)) {
@@ -61,8 +61,7 @@ impl Connection {
                 .as_ref()
                 .is_some_and(|h| (pc.data.len() - pc.props_len + size) as u64 <= h.body_size)
         }) else {
-            codec::reserve_partial(rbuf);
-            return false;
+            return;
         };
         let mut data = std::mem::take(&mut pc.data);
         data.reserve(size + 1);
@@ -75,7 +74,6 @@ impl Connection {
             data,
             left: size + 1 - have,
         });
-        true
     }
 
     /// Accounts `n` bytes read into the direct frame; once it is complete, checks its end octet

@@ -3,6 +3,7 @@
 //! The handshake code and the connection task are generic over the stream halves, so a plain
 //! TCP connection pays nothing for TLS support.
 
+mod buffers;
 pub(crate) mod channel;
 pub mod codec;
 pub(crate) mod connection;
@@ -135,7 +136,7 @@ async fn handle<R, W>(
     R: AsyncRead + Unpin,
     W: AsyncWrite + Unpin + Send + 'static,
 {
-    let mut buf = BytesMut::with_capacity(connection::BUFFER_SMALL);
+    let mut buf = BytesMut::with_capacity(buffers::BUFFER_SMALL);
     let opened = tokio::time::timeout_at(deadline, async {
         let Some(version) = handshake::protocol_header(&mut rd, &mut wr).await else {
             return Err(handshake::Refused::Dropped);
