@@ -90,6 +90,25 @@ async fn large_bodies_arrive_byte_for_byte_however_they_are_read() {
     }
 }
 
+/// Reads the next delivered body: it must be `sent`, in frames that fit a frame_max of 4096.
+async fn assert_body_in_small_frames(r: &mut Raw, sent: &[u8]) {
+    let mut got = Vec::new();
+    let mut frames = 0;
+    while got.len() < sent.len() {
+        match r.frame().await.expect("frame") {
+            AMQPFrame::Body(1, part) => {
+                assert!(part.len() <= 4096 - 8, "body frame of {}", part.len());
+                frames += 1;
+                got.extend_from_slice(&part);
+            }
+            AMQPFrame::Method(..) | AMQPFrame::Header(..) => {}
+            other => panic!("unexpected {other:?}"),
+        }
+    }
+    assert_eq!(frames, sent.len().div_ceil(4096 - 8));
+    assert!(got == sent);
+}
+
 #[tokio::test]
 async fn large_deliveries_are_cut_to_a_small_frame_max() {
     let b = start().await;
@@ -133,21 +152,7 @@ async fn large_deliveries_are_cut_to_a_small_frame_max() {
     ))
     .await;
     // basic.get takes the message (its body copied into the frames).
-    let mut got = Vec::new();
-    let mut frames = 0;
-    while got.len() < sent.len() {
-        match r.frame().await.expect("frame") {
-            AMQPFrame::Body(1, part) => {
-                assert!(part.len() <= 4096 - 8, "body frame of {}", part.len());
-                frames += 1;
-                got.extend_from_slice(&part);
-            }
-            AMQPFrame::Method(..) | AMQPFrame::Header(..) => {}
-            other => panic!("unexpected {other:?}"),
-        }
-    }
-    assert_eq!(frames, 65_536usize.div_ceil(4096 - 8));
-    assert!(got == sent);
+    assert_body_in_small_frames(&mut r, &sent).await;
 
     // The same message through a consumer (delivered by reference) on that connection.
     within(ch.basic_publish(
@@ -159,21 +164,7 @@ async fn large_deliveries_are_cut_to_a_small_frame_max() {
     ))
     .await
     .expect("publish");
-    let mut got = Vec::new();
-    let mut frames = 0;
-    while got.len() < sent.len() {
-        match r.frame().await.expect("frame") {
-            AMQPFrame::Body(1, part) => {
-                assert!(part.len() <= 4096 - 8, "body frame of {}", part.len());
-                frames += 1;
-                got.extend_from_slice(&part);
-            }
-            AMQPFrame::Method(..) | AMQPFrame::Header(..) => {}
-            other => panic!("unexpected {other:?}"),
-        }
-    }
-    assert_eq!(frames, 65_536usize.div_ceil(4096 - 8));
-    assert!(got == sent);
+    assert_body_in_small_frames(&mut r, &sent).await;
 }
 
 #[tokio::test]
