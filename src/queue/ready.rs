@@ -190,17 +190,20 @@ impl ReadyList {
         }
     }
 
-    /// Reads paged messages back, a window at most at a time, once the memory part is down to
-    /// half of what it may hold (so a queue whose consumers keep up empties its page file and
-    /// keeps new messages in memory again).
+    /// Reads paged messages back, a window at most at a time: once the memory part is down to
+    /// half a window, or as soon as the whole paged tail fits beside it (with consumers, in the
+    /// wide bound), so a queue whose consumers keep up empties its page file and keeps new
+    /// messages in memory again, while a long backlog drains through one window.
     fn refill(&mut self) {
         let Some(paged) = self.paged.as_mut().filter(|p| !p.is_empty()) else {
             return;
         };
         let window = paged.paging().window;
         let (messages, bytes) = memory_bound(window, self.wide);
-        let low = self.len <= messages / 2 || (self.len < messages && self.bytes <= bytes / 2);
-        if !low {
+        let low = self.len <= window.messages / 2
+            || (self.len < window.messages && self.bytes <= window.bytes / 2);
+        let fits = self.len + paged.len() <= messages && self.bytes + paged.bytes() <= bytes;
+        if !low && !fits {
             return;
         }
         let got = paged.pop(
@@ -346,11 +349,11 @@ mod tests {
     }
 
     #[test]
-    fn with_consumers_a_drained_page_file_lets_new_messages_stay_in_memory() {
+    fn with_consumers_a_paged_tail_that_fits_comes_back_and_new_messages_stay_in_memory() {
         let dir = tempfile::tempdir().expect("dir");
         let window = crate::store::paging::Window {
             messages: 2,
-            bytes: 2,
+            bytes: 1 << 20,
         };
         let paging = crate::store::paging::Paging::new(dir.path(), window);
         let mut l = ReadyList::new(None, Some(paging.page_file()));
@@ -360,20 +363,46 @@ mod tests {
             l.insert(with_body(seq));
         }
         assert_eq!((l.in_memory().0, l.paged().0), (16, 4));
-        // Down to half of the wide bound, the tail comes back a window at a time.
-        for seq in 0..8 {
+        // Once memory and tail fit in the wide bound (16), the tail comes back, a window at a
+        // time.
+        for seq in 0..3 {
             assert_eq!(l.pop_front().map(|r| r.seq), Some(seq));
         }
-        assert_eq!((l.in_memory().0, l.paged().0), (10, 2));
-        assert_eq!(l.pop_front().map(|r| r.seq), Some(8));
-        assert_eq!((l.in_memory().0, l.paged().0), (9, 2));
-        assert_eq!(l.pop_front().map(|r| r.seq), Some(9));
-        assert_eq!((l.in_memory().0, l.paged().0), (10, 0));
+        assert_eq!((l.in_memory().0, l.paged().0), (13, 4));
+        assert_eq!(l.pop_front().map(|r| r.seq), Some(3));
+        assert_eq!((l.in_memory().0, l.paged().0), (14, 2));
+        assert_eq!(l.pop_front().map(|r| r.seq), Some(4));
+        assert_eq!((l.in_memory().0, l.paged().0), (15, 0));
         // The page file is empty: a new message stays in memory, behind the others.
         l.insert(with_body(20));
-        assert_eq!((l.in_memory().0, l.paged().0), (11, 0));
+        assert_eq!((l.in_memory().0, l.paged().0), (16, 0));
         let order: Vec<u64> = std::iter::from_fn(|| l.pop_front().map(|x| x.seq)).collect();
-        assert_eq!(order, (10..=20).collect::<Vec<_>>());
+        assert_eq!(order, (5..=20).collect::<Vec<_>>());
+    }
+
+    #[test]
+    fn a_long_backlog_drains_through_one_window() {
+        let dir = tempfile::tempdir().expect("dir");
+        let window = crate::store::paging::Window {
+            messages: 2,
+            bytes: 1 << 20,
+        };
+        let paging = crate::store::paging::Paging::new(dir.path(), window);
+        let mut l = ReadyList::new(None, Some(paging.page_file()));
+        for seq in 0..100 {
+            l.insert(with_body(seq));
+        }
+        l.set_consumed(true);
+        // While the backlog is longer than the wide bound (16), memory holds a window or so.
+        let mut most = 0;
+        for seq in 0..100 {
+            assert_eq!(l.pop_front().map(|r| r.seq), Some(seq));
+            if l.len() > 16 {
+                most = most.max(l.in_memory().0);
+            }
+        }
+        assert!(most <= 3, "{most} messages in memory while draining");
+        assert!(l.is_empty());
     }
 
     #[test]
