@@ -90,6 +90,19 @@ async fn large_bodies_arrive_byte_for_byte_however_they_are_read() {
     }
 }
 
+/// Publishes `body` to `queue` through lapin.
+async fn publish(ch: &lapin::Channel, queue: &str, body: &[u8]) {
+    within(ch.basic_publish(
+        "".into(),
+        queue.into(),
+        Default::default(),
+        body,
+        BasicProperties::default(),
+    ))
+    .await
+    .expect("publish");
+}
+
 /// Reads the next delivered body: it must be `sent`, in frames that fit a frame_max of 4096.
 async fn assert_body_in_small_frames(r: &mut Raw, sent: &[u8]) {
     let mut got = Vec::new();
@@ -114,15 +127,7 @@ async fn large_deliveries_are_cut_to_a_small_frame_max() {
     let b = start().await;
     let (_c, ch) = declare(&b, "small-frames").await;
     let sent = body(7, 65_536);
-    within(ch.basic_publish(
-        "".into(),
-        "small-frames".into(),
-        Default::default(),
-        &sent,
-        BasicProperties::default(),
-    ))
-    .await
-    .expect("publish");
+    publish(&ch, "small-frames", &sent).await;
     let mut r = Raw::handshake_tuned(b.server.amqp_addr, 0, Some(4096)).await;
     r.send(&method(
         1,
@@ -155,15 +160,7 @@ async fn large_deliveries_are_cut_to_a_small_frame_max() {
     assert_body_in_small_frames(&mut r, &sent).await;
 
     // The same message through a consumer (delivered by reference) on that connection.
-    within(ch.basic_publish(
-        "".into(),
-        "small-frames".into(),
-        Default::default(),
-        &sent,
-        BasicProperties::default(),
-    ))
-    .await
-    .expect("publish");
+    publish(&ch, "small-frames", &sent).await;
     assert_body_in_small_frames(&mut r, &sent).await;
 }
 

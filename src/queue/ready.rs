@@ -318,14 +318,20 @@ mod tests {
         }
     }
 
+    /// Page files under `dir` with a window of `messages` and `bytes`.
+    fn paging(
+        dir: &std::path::Path,
+        messages: usize,
+        bytes: u64,
+    ) -> Arc<crate::store::paging::Paging> {
+        let window = Window { messages, bytes };
+        crate::store::paging::Paging::new(dir, window)
+    }
+
     #[test]
     fn beyond_the_window_messages_are_paged_and_come_back_in_order() {
         let dir = tempfile::tempdir().expect("dir");
-        let window = crate::store::paging::Window {
-            messages: 4,
-            bytes: 1 << 20,
-        };
-        let paging = crate::store::paging::Paging::new(dir.path(), window);
+        let paging = paging(dir.path(), 4, 1 << 20);
         let mut l = ReadyList::new(None, Some(paging.page_file()));
         for seq in 0..10 {
             l.insert(with_body(seq));
@@ -351,11 +357,7 @@ mod tests {
     #[test]
     fn with_consumers_a_paged_tail_that_fits_comes_back_and_new_messages_stay_in_memory() {
         let dir = tempfile::tempdir().expect("dir");
-        let window = crate::store::paging::Window {
-            messages: 2,
-            bytes: 1 << 20,
-        };
-        let paging = crate::store::paging::Paging::new(dir.path(), window);
+        let paging = paging(dir.path(), 2, 1 << 20);
         let mut l = ReadyList::new(None, Some(paging.page_file()));
         l.set_consumed(true);
         // 8 windows of 2 stay in memory, the burst beyond them is paged.
@@ -383,11 +385,7 @@ mod tests {
     #[test]
     fn a_long_backlog_drains_through_one_window() {
         let dir = tempfile::tempdir().expect("dir");
-        let window = crate::store::paging::Window {
-            messages: 2,
-            bytes: 1 << 20,
-        };
-        let paging = crate::store::paging::Paging::new(dir.path(), window);
+        let paging = paging(dir.path(), 2, 1 << 20);
         let mut l = ReadyList::new(None, Some(paging.page_file()));
         for seq in 0..100 {
             l.insert(with_body(seq));
@@ -408,11 +406,7 @@ mod tests {
     #[test]
     fn clearing_reports_the_paged_range() {
         let dir = tempfile::tempdir().expect("dir");
-        let window = crate::store::paging::Window {
-            messages: 2,
-            bytes: 1 << 20,
-        };
-        let paging = crate::store::paging::Paging::new(dir.path(), window);
+        let paging = paging(dir.path(), 2, 1 << 20);
         let mut l = ReadyList::new(None, Some(paging.page_file()));
         for seq in 3..9 {
             l.insert(with_body(seq));
