@@ -29,6 +29,11 @@ pub struct Config {
     pub default_vhost: String,
     /// Name reported as `cluster_name`.
     pub cluster_name: String,
+    /// This node's name (RabbitMQ's `rabbit@host` form): `warren@<short hostname>` by default.
+    pub node_name: String,
+    /// Log lines as human-readable text (`text`, the default) or one JSON object per line
+    /// (`json`, for containers and log shippers).
+    pub log_format: LogFormat,
     /// Seconds a client has to finish the handshake.
     pub handshake_timeout: u64,
     /// Page cache of the embedded store, bytes.
@@ -91,6 +96,30 @@ pub struct Config {
     pub max_unacked_per_channel: u32,
 }
 
+/// How log lines are written.
+#[derive(Clone, Copy, Debug, Default, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "snake_case")]
+pub enum LogFormat {
+    /// Human-readable text (coloured only on a terminal).
+    #[default]
+    Text,
+    /// One JSON object per line.
+    Json,
+}
+
+/// The machine's short host name (up to the first dot), as RabbitMQ's default node name uses.
+pub fn short_hostname() -> String {
+    let name = std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .or_else(|_| std::fs::read_to_string("/etc/hostname"))
+        .unwrap_or_default();
+    let short = name.trim().split('.').next().unwrap_or_default();
+    if short.is_empty() {
+        "localhost".into()
+    } else {
+        short.into()
+    }
+}
+
 /// Where the EXTERNAL mechanism takes the user name from.
 #[derive(Clone, Copy, Debug, Default, Deserialize, PartialEq, Eq)]
 #[serde(rename_all = "snake_case")]
@@ -119,6 +148,8 @@ impl Default for Config {
             default_pass: "guest".into(),
             default_vhost: "/".into(),
             cluster_name: "warren@localhost".into(),
+            node_name: format!("warren@{}", short_hostname()),
+            log_format: LogFormat::Text,
             handshake_timeout: 10,
             store_cache_bytes: 32 << 20,
             queue_window_messages: crate::store::paging::Window::default().messages,

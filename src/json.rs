@@ -21,7 +21,7 @@ pub fn json_table<'a>(
     let mut t = FieldTable::default();
     for (k, val) in args {
         let value = json_value(val).ok_or_else(|| format!("invalid value for argument {k}"))?;
-        t.insert(k.as_str().into(), value);
+        t.insert(crate::shortstr::short(k), value);
     }
     Ok(t)
 }

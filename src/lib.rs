@@ -24,6 +24,7 @@ pub mod permissions;
 pub mod policy;
 pub mod queue;
 pub mod sampler;
+pub mod shortstr;
 pub mod store;
 pub mod tls;
 pub mod vhost;
@@ -72,6 +73,41 @@ fn raise_open_file_limit() {
     }
 }
 
+/// Binds a listener; a failure names the listener and its address
+/// (`cannot listen for AMQP on 0.0.0.0:5672: address in use`).
+async fn listen(what: &str, addr: SocketAddr) -> std::io::Result<tokio::net::TcpListener> {
+    tokio::net::TcpListener::bind(addr).await.map_err(|e| {
+        let reason = match e.kind() {
+            std::io::ErrorKind::AddrInUse => "address in use".to_owned(),
+            std::io::ErrorKind::AddrNotAvailable => "address not available".to_owned(),
+            std::io::ErrorKind::PermissionDenied => "permission denied".to_owned(),
+            _ => e.to_string(),
+        };
+        std::io::Error::new(
+            e.kind(),
+            format!("cannot listen for {what} on {addr}: {reason}"),
+        )
+    })
+}
+
+/// Logs what the store held at start: vhosts, queues and their messages.
+async fn log_recovered(broker: &Broker) {
+    let queues: Vec<_> = broker.vhosts().iter().flat_map(|v| v.queues()).collect();
+    let infos = queue::QueueShared::info_many(&queues).await;
+    let messages: u64 = infos
+        .iter()
+        .map(|i| u64::from(i.messages_ready) + u64::from(i.messages_unacknowledged))
+        .sum();
+    tracing::info!(
+        data_dir = %broker.config.data_dir.display(),
+        node = %broker.config.node_name,
+        vhosts = broker.vhosts().len(),
+        queues = queues.len(),
+        messages,
+        "store opened"
+    );
+}
+
 /// Imports the `load_definitions` file; a missing or invalid file stops the start, as in
 /// RabbitMQ.
 async fn load_definitions(broker: &Broker, path: &std::path::Path) -> std::io::Result<()> {
@@ -102,15 +138,16 @@ impl Server {
         let acceptor = tls::acceptor(&config)
             .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidInput, e.to_string()))?;
         let broker = Broker::open(config).map_err(|e| std::io::Error::other(e.to_string()))?;
+        log_recovered(&broker).await;
         if let Some(path) = &broker.config.load_definitions {
             load_definitions(&broker, path).await?;
         }
         let cfg = &broker.config;
-        let listener = tokio::net::TcpListener::bind(cfg.amqp_listen).await?;
+        let listener = listen("AMQP", cfg.amqp_listen).await?;
         let amqp_addr = listener.local_addr()?;
-        let http_listener = tokio::net::TcpListener::bind(cfg.http_listen).await?;
+        let http_listener = listen("HTTP (management API)", cfg.http_listen).await?;
         let http_addr = http_listener.local_addr()?;
-        let metrics_listener = tokio::net::TcpListener::bind(cfg.metrics_listen).await?;
+        let metrics_listener = listen("HTTP (Prometheus metrics)", cfg.metrics_listen).await?;
         let metrics_addr = metrics_listener.local_addr()?;
         let (shutdown, rx) = watch::channel(false);
         let api = http::router(broker.clone());
@@ -141,19 +178,19 @@ impl Server {
         let mut metrics_https_addr = None;
         if let Some(acceptor) = acceptor {
             if let Some(addr) = cfg.amqps_listen {
-                let l = tokio::net::TcpListener::bind(addr).await?;
+                let l = listen("AMQP over TLS", addr).await?;
                 amqps_addr = Some(l.local_addr()?);
                 let a = Some(acceptor.clone());
                 tasks.push(tokio::spawn(amqp::serve(l, broker.clone(), rx.clone(), a)));
             }
             if let Some(addr) = cfg.https_listen {
-                let l = tokio::net::TcpListener::bind(addr).await?;
+                let l = listen("HTTPS (management API)", addr).await?;
                 https_addr = Some(l.local_addr()?);
                 let (rx, a) = (rx.clone(), acceptor.clone());
                 tasks.push(tokio::spawn(http::serve_tls(l, api, rx, a, header)));
             }
             if let Some(addr) = cfg.metrics_https_listen {
-                let l = tokio::net::TcpListener::bind(addr).await?;
+                let l = listen("HTTPS (Prometheus metrics)", addr).await?;
                 metrics_https_addr = Some(l.local_addr()?);
                 tasks.push(tokio::spawn(http::serve_tls(
                     l, prometheus, rx, acceptor, header,

@@ -3,7 +3,7 @@
 use clap::Parser;
 use std::net::SocketAddr;
 use std::path::PathBuf;
-use warren::config::Config;
+use warren::config::{Config, LogFormat};
 
 /// jemalloc instead of glibc malloc: per-message allocations no longer contend on arena locks.
 #[global_allocator]
@@ -13,8 +13,9 @@ static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 #[derive(Debug, Parser)]
 #[command(name = "warren", version)]
 struct Cli {
-    /// Configuration file (TOML). Defaults to config/warren.toml when it exists.
-    #[arg(long, env = "WARREN_CONFIG")]
+    /// Configuration file (TOML). Without it: $WARREN_CONFIG_FILE, then
+    /// /etc/warren/warren.toml, then config/warren.toml, the first that exists.
+    #[arg(long)]
     config: Option<PathBuf>,
     /// AMQP listener address.
     #[arg(long)]
@@ -45,11 +46,28 @@ struct Cli {
     tls_ca: Option<PathBuf>,
 }
 
-fn load(cli: &Cli) -> Result<Config, warren::config::ConfigError> {
-    let default = PathBuf::from("config/warren.toml");
-    let mut config = match &cli.config {
+/// The configuration file to read, as RabbitMQ users expect to find it: the flag, the
+/// environment (`WARREN_CONFIG_FILE`, RabbitMQ's `RABBITMQ_CONFIG_FILE`), the system location,
+/// then the one in the working directory. A file named by the flag or the environment must
+/// exist; the other two are used when they do.
+fn config_file(cli: &Cli) -> Option<PathBuf> {
+    let named = cli.config.clone().or_else(|| {
+        ["WARREN_CONFIG_FILE", "WARREN_CONFIG"]
+            .iter()
+            .find_map(|v| std::env::var_os(v).filter(|s| !s.is_empty()))
+            .map(PathBuf::from)
+    });
+    named.or_else(|| {
+        ["/etc/warren/warren.toml", "config/warren.toml"]
+            .iter()
+            .map(PathBuf::from)
+            .find(|p| p.exists())
+    })
+}
+
+fn load(cli: &Cli, file: Option<&PathBuf>) -> Result<Config, warren::config::ConfigError> {
+    let mut config = match file {
         Some(p) => Config::load(p)?,
-        None if default.exists() => Config::load(&default)?,
         None => Config::default(),
     };
     config.apply_env(|name| std::env::var(name).ok());
@@ -106,22 +124,35 @@ async fn terminated() {
     }
 }
 
+/// Logs to standard output as text (colour codes only on a terminal) or JSON lines, at the
+/// level `RUST_LOG` sets (info by default).
+fn init_logging(format: LogFormat) {
+    use std::io::IsTerminal;
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    let builder = tracing_subscriber::fmt().with_env_filter(filter);
+    match format {
+        LogFormat::Json => builder.json().init(),
+        LogFormat::Text => builder.with_ansi(std::io::stdout().is_terminal()).init(),
+    }
+}
+
 #[tokio::main]
 async fn main() -> std::process::ExitCode {
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env()
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
-        )
-        .init();
     let cli = Cli::parse();
-    let config = match load(&cli) {
+    let file = config_file(&cli);
+    let config = match load(&cli, file.as_ref()) {
         Ok(c) => c,
         Err(e) => {
             eprintln!("warren: {e}");
             return std::process::ExitCode::from(2);
         }
     };
+    init_logging(config.log_format);
+    match &file {
+        Some(f) => tracing::info!(config_file = %f.display(), "configuration read"),
+        None => tracing::info!("no configuration file found; using the defaults"),
+    }
     let server = match warren::Server::start(config).await {
         Ok(s) => s,
         Err(e) => {

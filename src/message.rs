@@ -73,8 +73,8 @@ impl Message {
         let (_, props) =
             amq_protocol::protocol::basic::parse_properties(data.get(..props_len)?).ok()?;
         Some(Message::new(
-            exchange.into(),
-            routing_key.into(),
+            crate::shortstr::short(exchange),
+            crate::shortstr::short(routing_key),
             data,
             props_len,
             &props,
@@ -145,8 +145,8 @@ impl Message {
         data.extend_from_slice(&raw);
         data.extend_from_slice(self.body());
         Message::new(
-            exchange.map_or_else(|| self.exchange.clone(), ShortString::from),
-            routing_key.map_or_else(|| self.routing_key.clone(), ShortString::from),
+            exchange.map_or_else(|| self.exchange.clone(), crate::shortstr::short),
+            routing_key.map_or_else(|| self.routing_key.clone(), crate::shortstr::short),
             data.freeze(),
             raw.len(),
             props,

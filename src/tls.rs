@@ -47,6 +47,21 @@ fn certificates(path: &Path) -> Result<Vec<CertificateDer<'static>>, TlsError> {
     Ok(certs)
 }
 
+/// The expiry (`notAfter`, Unix seconds) of every certificate in a PEM file; Err with
+/// RabbitMQ's wording when the file cannot be read or holds no certificate.
+pub fn certificate_expiries(path: &Path) -> Result<Vec<i64>, String> {
+    let certs = certificates(path)
+        .map_err(|_| "The certificate file provided does not contain any PEM entry.".to_owned())?;
+    certs
+        .iter()
+        .map(|der| {
+            x509_parser::parse_x509_certificate(der.as_ref())
+                .map(|(_, c)| c.validity().not_after.timestamp())
+                .map_err(|e| format!("cannot parse a certificate: {e}"))
+        })
+        .collect()
+}
+
 /// Builds the acceptor from `tls_cert`, `tls_key` and the optional `tls_ca`; None when no
 /// certificate is configured.
 pub fn acceptor(config: &Config) -> Result<Option<TlsAcceptor>, TlsError> {

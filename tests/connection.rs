@@ -194,14 +194,17 @@ async fn tune_values_are_negotiated() {
 }
 
 #[tokio::test]
-async fn channel_beyond_channel_max_is_530() {
+async fn a_channel_beyond_channel_max_open_channels_is_530() {
     let b = start_with(|c| c.channel_max = 3).await;
+    // Raw::open opened channel 1.
     let mut r = Raw::open(b.server.amqp_addr).await;
-    r.send(&method(
-        4,
-        AMQPClass::Channel(channel::AMQPMethod::Open(channel::Open {})),
-    ))
-    .await;
+    for ch in [2, 3, 4] {
+        r.send(&method(
+            ch,
+            AMQPClass::Channel(channel::AMQPMethod::Open(channel::Open {})),
+        ))
+        .await;
+    }
     assert_eq!(r.connection_close_code().await, Some(530));
 }
 

@@ -139,6 +139,8 @@ pub(crate) struct Channel {
     /// Direct reply-to consumer: (tag, token).
     pub reply_to: Option<(Arc<str>, String)>,
     pub tx: Option<TxState>,
+    /// The queue most recently declared on this channel (what an empty queue name means).
+    pub last_queue: Option<amq_protocol::types::ShortString>,
     /// What the management API and metrics see of this channel.
     pub stats: crate::connections::ChannelRegistration,
 }
@@ -166,6 +168,7 @@ impl Channel {
             confirms: Confirms::default(),
             reply_to: None,
             tx: None,
+            last_queue: None,
             stats,
         }
     }
@@ -227,6 +230,34 @@ impl Channel {
             let pos = self.unacked.partition_point(|x| x.tag < e.tag);
             self.unacked.insert(pos, e);
         }
+    }
+}
+
+impl Drop for Channel {
+    /// A channel dropped with consumers or unacked deliveries (its connection task ended
+    /// without releasing it, a panic included) still gives them back: its consumers are
+    /// cancelled and its messages requeued, by a task of their own.
+    fn drop(&mut self) {
+        let consumers: Vec<ChannelConsumer> = self.consumers.drain().map(|(_, c)| c).collect();
+        let mut entries: Vec<(QueueRef, u64)> =
+            self.unacked.drain(..).map(|e| (e.queue, e.seq)).collect();
+        if let Some(tx) = self.tx.take() {
+            entries.extend(tx.settles.into_iter().map(|(e, _)| (e.queue, e.seq)));
+        }
+        if consumers.is_empty() && entries.is_empty() {
+            return;
+        }
+        let Ok(rt) = tokio::runtime::Handle::try_current() else {
+            return;
+        };
+        rt.spawn(async move {
+            for c in consumers {
+                c.queue.cancel(c.id).await;
+            }
+            for (q, seqs) in group_by_queue(entries) {
+                q.requeue(seqs).await;
+            }
+        });
     }
 }
 

@@ -99,10 +99,12 @@ pub fn decode_buffered(buf: &mut BytesMut, frame_max: u32) -> AmqpResult<Option<
             &buf[..buf.len().min(16)]
         )));
     }
-    if frame_max != 0 && size + FRAME_OVERHEAD > frame_max as usize {
+    // RabbitMQ allows a payload of frame_max bytes (the 8 octets of header and end on top):
+    // several clients size body frames that way.
+    if frame_max != 0 && size > frame_max as usize {
         return Err(AmqpError::frame_error(format!(
-            "frame size {} exceeds frame_max {frame_max}",
-            size + FRAME_OVERHEAD
+            "type {kind}, all octets = <<>>: {{frame_too_large,{size},{}}}",
+            (frame_max as usize).saturating_sub(FRAME_OVERHEAD)
         )));
     }
     if buf.len() < 7 + size + 1 {
@@ -276,10 +278,9 @@ fn finish(out: &mut BytesMut, at: usize) {
 }
 
 fn put_short_str(out: &mut BytesMut, s: &str) {
-    let b = s.as_bytes();
-    let n = b.len().min(255);
-    out.put_u8(n as u8);
-    out.put_slice(&b[..n]);
+    let b = crate::shortstr::truncated(s).as_bytes();
+    out.put_u8(b.len() as u8);
+    out.put_slice(b);
 }
 
 /// Encodes any method with amq-protocol's generator.

@@ -5,6 +5,7 @@
 
 use crate::amqp::buffers::{read_some, BUFFER_LARGE, BUFFER_SMALL};
 use crate::amqp::channel::Channel;
+use crate::amqp::channel_table::ChannelTable;
 use crate::amqp::codec::{self, Frame};
 use crate::amqp::direct::{BodyFrame, DirectBody};
 use crate::amqp::handshake::Opened;
@@ -27,6 +28,8 @@ use tokio::time::Instant;
 const WRITER_QUEUE: usize = 16;
 /// How long a closing connection waits for close-ok.
 const CLOSE_TIMEOUT: Duration = Duration::from_secs(3);
+/// How long a closed connection keeps reading (and discarding) until the peer closes.
+pub(crate) const DRAIN_TIMEOUT: Duration = Duration::from_secs(3);
 
 /// State of one open connection.
 pub(crate) struct Connection {
@@ -50,7 +53,7 @@ pub(crate) struct Connection {
     pub flow: super::flow::Flow,
     pub sink: ConsumerSink,
     pub exclusive_queues: Vec<QueueRef>,
-    pub channels: Vec<Option<Box<Channel>>>,
+    pub channels: ChannelTable,
     /// Reused buffer of routing results.
     pub route_buf: Vec<QueueRef>,
     /// The exchange last published to (saves a registry lookup per message).
@@ -102,7 +105,7 @@ pub(crate) async fn run<R, W>(
         flow: Default::default(),
         sink,
         exclusive_queues: Vec::new(),
-        channels: Vec::new(),
+        channels: ChannelTable::default(),
         route_buf: Vec::new(),
         exchange_cache: None,
         topic_permissions,
@@ -196,9 +199,25 @@ pub(crate) async fn run<R, W>(
             rbuf = BytesMut::with_capacity(BUFFER_SMALL);
         }
     }
+    // After close / close-ok the peer may still have frames in flight: closing the socket
+    // with unread input would make the kernel answer with RST, and the client could lose the
+    // close it has not read yet. So, as RabbitMQ: the writer sends what is queued and
+    // half-closes, and input is read and discarded until the peer closes (bounded).
+    let drain = c.done;
+    tracing::info!(
+        "closing AMQP connection ({}, vhost: '{}', user: '{}')",
+        c.info.name(),
+        c.vhost.name,
+        c.user
+    );
     c.cleanup().await;
+    drop(c);
+    drop(registration);
     drop(wtx);
     let _ = tokio::time::timeout(Duration::from_secs(5), writer).await;
+    if drain {
+        super::drain(&mut rd, DRAIN_TIMEOUT).await;
+    }
 }
 
 impl Connection {
@@ -227,20 +246,9 @@ impl Connection {
         codec::encode_method(&mut self.out, channel, &method);
     }
 
-    fn channel_slot(&mut self, id: u16) -> &mut Option<Box<Channel>> {
-        let i = usize::from(id);
-        if self.channels.len() <= i {
-            self.channels.resize_with(i + 1, || None);
-        }
-        &mut self.channels[i]
-    }
-
     /// The open channel with this id, if any (a closing one is not open).
     pub fn open_channel(&mut self, id: u16) -> Option<&mut Channel> {
-        match self.channels.get_mut(usize::from(id)) {
-            Some(Some(ch)) if !ch.closing => Some(ch),
-            _ => None,
-        }
+        self.channels.get_mut(id).filter(|ch| !ch.closing)
     }
 
     /// Starts closing the connection with an error.
@@ -253,7 +261,7 @@ impl Connection {
             0,
             AMQPClass::Connection(connection::AMQPMethod::Close(connection::Close {
                 reply_code: e.code,
-                reply_text: e.text.as_str().into(),
+                reply_text: crate::shortstr::short(&e.text),
                 class_id: e.class_id,
                 method_id: e.method_id,
             })),
@@ -331,9 +339,9 @@ impl Connection {
             Frame::Method(ch, m) => self.on_channel_frame(ch, ChannelFrame::Method(m)).await,
             Frame::Refused(ch, e) => {
                 if ch != 0 && e.scope == Scope::Channel {
-                    if let Some(mut c) = self.channel_slot(ch).take() {
+                    if let Some(mut c) = self.channels.take(ch) {
                         self.close_channel(&mut c, e).await;
-                        *self.channel_slot(ch) = Some(c);
+                        self.channels.put(c);
                         return Ok(());
                     }
                 }
@@ -377,7 +385,12 @@ impl Connection {
                 self.done = true;
                 Ok(())
             }
-            AMQPClass::Connection(connection::AMQPMethod::UpdateSecret(_)) => {
+            AMQPClass::Connection(connection::AMQPMethod::UpdateSecret(_u)) => {
+                // Fault injection for the cleanup tests (`cleanup_tests.rs`): a task that dies.
+                #[cfg(test)]
+                if _u.reason.as_str() == super::cleanup_tests::PANIC_REASON {
+                    panic!("connection task fault injected by a test");
+                }
                 self.send_method(
                     0,
                     AMQPClass::Connection(connection::AMQPMethod::UpdateSecretOk(
@@ -421,55 +434,26 @@ impl Connection {
     }
 
     async fn on_channel_frame(&mut self, id: u16, frame: ChannelFrame) -> AmqpResult<()> {
-        if id > self.channel_max {
-            return Err(AmqpError::not_allowed(format!(
-                "channel number {id} exceeds the negotiated channel_max {}",
-                self.channel_max
-            )));
-        }
-        let slot = self.channel_slot(id).take();
-        let Some(mut ch) = slot else {
-            let ids = match &frame {
-                ChannelFrame::Method(m) => (m.get_amqp_class_id(), m.get_amqp_method_id()),
-                _ => (0, 0),
-            };
-            return match frame {
-                ChannelFrame::Method(m) => match *m {
-                    AMQPClass::Channel(channel::AMQPMethod::Open(_)) => {
-                        self.check_user_channel_limit()?;
-                        let uid = self.broker.next_id();
-                        self.info.channels.fetch_add(1, Ordering::Relaxed);
-                        let stats = self.broker.connections.open_channel(&self.info, id);
-                        *self.channel_slot(id) = Some(Box::new(Channel::new(
-                            id,
-                            uid,
-                            self.broker.config.max_unacked_per_channel,
-                            stats,
-                        )));
-                        self.send_method(
-                            id,
-                            AMQPClass::Channel(channel::AMQPMethod::OpenOk(channel::OpenOk {})),
-                        );
-                        Ok(())
-                    }
-                    AMQPClass::Connection(_) => {
-                        Err(AmqpError::command_invalid("unimplemented method"))
-                    }
-                    _ => Err(AmqpError::channel_error("expected 'channel.open'")),
-                },
-                _ => Err(AmqpError::channel_error("expected 'channel.open'")),
-            }
-            .map_err(|e| e.with_method(ids.0, ids.1));
-        };
         let ids = match &frame {
             ChannelFrame::Method(m) => (m.get_amqp_class_id(), m.get_amqp_method_id()),
             _ => (0, 0),
+        };
+        let Some(mut ch) = self.channels.take(id) else {
+            return self
+                .on_unopened_channel_frame(id, frame)
+                .map_err(|e| e.with_method(ids.0, ids.1));
+        };
+        // Errors raised by a publish's content (its size, properties, routing) name
+        // basic.publish, as RabbitMQ's do; framing errors name no method.
+        let ids = match (&frame, ch.content.is_some()) {
+            (ChannelFrame::Method(_), _) | (_, false) => ids,
+            _ => (60, 40),
         };
         let result = if ch.closing {
             // After channel.close only close-ok (or a crossing close) matters.
             if let ChannelFrame::Method(m) = frame {
                 match *m {
-                    AMQPClass::Channel(channel::AMQPMethod::CloseOk(_)) => return Ok(()),
+                    AMQPClass::Channel(channel::AMQPMethod::CloseOk(_)) => ch.finished = true,
                     AMQPClass::Channel(channel::AMQPMethod::Close(_)) => {
                         self.send_method(
                             id,
@@ -483,7 +467,10 @@ impl Connection {
         } else {
             self.on_open_channel_frame(&mut ch, frame)
                 .await
-                .map_err(|e| e.with_method(ids.0, ids.1))
+                .map_err(|e| match e.code {
+                    code::FRAME_ERROR | code::UNEXPECTED_FRAME if ids == (60, 40) => e,
+                    _ => e.with_method(ids.0, ids.1),
+                })
         };
         let result = match result {
             Err(e) if e.scope == Scope::Channel => {
@@ -499,9 +486,45 @@ impl Connection {
             if ids.0 != 0 {
                 ch.update_gauges();
             }
-            *self.channel_slot(id) = Some(ch);
+            self.channels.put(ch);
         }
         result
+    }
+
+    /// A frame on a channel number that is not open: only channel.open is valid there.
+    /// `channel_max` bounds how many channels are open, not their numbers (RabbitMQ).
+    fn on_unopened_channel_frame(&mut self, id: u16, frame: ChannelFrame) -> AmqpResult<()> {
+        let ChannelFrame::Method(m) = frame else {
+            return Err(AmqpError::channel_error("expected 'channel.open'"));
+        };
+        match *m {
+            AMQPClass::Channel(channel::AMQPMethod::Open(_)) => {
+                let open = self.channels.len();
+                if self.channel_max != 0 && open >= usize::from(self.channel_max) {
+                    return Err(AmqpError::not_allowed(format!(
+                        "number of channels opened ({open}) has reached the negotiated channel_max ({})",
+                        self.channel_max
+                    )));
+                }
+                self.check_user_channel_limit()?;
+                let uid = self.broker.next_id();
+                self.info.channels.fetch_add(1, Ordering::Relaxed);
+                let stats = self.broker.connections.open_channel(&self.info, id);
+                self.channels.put(Box::new(Channel::new(
+                    id,
+                    uid,
+                    self.broker.config.max_unacked_per_channel,
+                    stats,
+                )));
+                self.send_method(
+                    id,
+                    AMQPClass::Channel(channel::AMQPMethod::OpenOk(channel::OpenOk {})),
+                );
+                Ok(())
+            }
+            AMQPClass::Connection(_) => Err(AmqpError::command_invalid("unimplemented method")),
+            _ => Err(AmqpError::channel_error("expected 'channel.open'")),
+        }
     }
 
     async fn on_open_channel_frame(
@@ -523,7 +546,8 @@ impl Connection {
         }
     }
 
-    async fn on_channel_method(&mut self, ch: &mut Channel, m: AMQPClass) -> AmqpResult<()> {
+    async fn on_channel_method(&mut self, ch: &mut Channel, mut m: AMQPClass) -> AmqpResult<()> {
+        super::methods::expand_shortcuts(ch, &mut m)?;
         match m {
             AMQPClass::Channel(cm) => self.on_channel_class(ch, cm).await,
             AMQPClass::Exchange(em) => self.on_exchange_method(ch, em).await,
@@ -587,7 +611,7 @@ impl Connection {
             ch.id,
             AMQPClass::Channel(channel::AMQPMethod::Close(channel::Close {
                 reply_code: e.code,
-                reply_text: e.text.as_str().into(),
+                reply_text: crate::shortstr::short(&e.text),
                 class_id: e.class_id,
                 method_id: e.method_id,
             })),
@@ -638,7 +662,7 @@ impl Connection {
                 let frame_max = self.frame_max;
                 let closing = self.closing.is_some();
                 let out = &mut self.out;
-                if let Some(Some(ch)) = self.channels.get_mut(usize::from(channel)) {
+                if let Some(ch) = self.channels.get_mut(channel) {
                     let live = ch.uid == channel_uid
                         && ch.reply_to.as_ref().is_some_and(|(t, _)| *t == tag);
                     if live && !ch.closing && !closing {
@@ -668,7 +692,7 @@ impl Connection {
                 if self.closing.is_some() {
                     return;
                 }
-                if let Some(mut ch) = self.channel_slot(channel).take() {
+                if let Some(mut ch) = self.channels.take(channel) {
                     if !ch.closing {
                         let e = AmqpError::precondition_failed(format!(
                             "delivery acknowledgement on channel {channel} timed out. Timeout value used: \
@@ -677,7 +701,7 @@ impl Connection {
                         ));
                         self.close_channel(&mut ch, e).await;
                     }
-                    *self.channel_slot(channel) = Some(ch);
+                    self.channels.put(ch);
                 }
             }
             ConsumerEvent::Cancelled { channel, tag } => {
@@ -705,8 +729,8 @@ impl Connection {
         let frame_max = self.frame_max;
         let out = &mut self.out;
         let closing = self.closing.is_some();
-        let ch = match self.channels.get_mut(usize::from(d.channel)) {
-            Some(Some(ch))
+        let ch = match self.channels.get_mut(d.channel) {
+            Some(ch)
                 if !closing
                     && !ch.closing
                     && ch.consumers.get(&d.tag).is_some_and(|c| c.id == d.consumer) =>
@@ -716,7 +740,7 @@ impl Connection {
             other => {
                 // Connection or channel closing, or consumer cancelled: the message never
                 // reached the client, so it goes back.
-                if let Some(Some(ch)) = other {
+                if let Some(ch) = other {
                     if !d.no_ack {
                         ch.limiter.release(1);
                     }
@@ -777,7 +801,7 @@ impl Connection {
 
     /// Releases everything the connection holds: channels, then its exclusive queues.
     async fn cleanup(&mut self) {
-        let mut chans: Vec<Box<Channel>> = self.channels.drain(..).flatten().collect();
+        let mut chans = self.channels.drain();
         for ch in chans.iter_mut() {
             self.release_channel(ch).await;
         }
@@ -785,6 +809,28 @@ impl Connection {
             let _ = q.delete(false, false).await;
             self.vhost.forget_queue(&q);
         }
+    }
+}
+
+impl Drop for Connection {
+    /// A connection task that ends without `cleanup` (a panic) still deletes its exclusive
+    /// queues; its channels release themselves as they drop.
+    fn drop(&mut self) {
+        let queues = std::mem::take(&mut self.exclusive_queues);
+        drop(self.channels.drain());
+        if queues.is_empty() {
+            return;
+        }
+        let Ok(rt) = tokio::runtime::Handle::try_current() else {
+            return;
+        };
+        let vhost = self.vhost.clone();
+        rt.spawn(async move {
+            for q in queues {
+                let _ = q.delete(false, false).await;
+                vhost.forget_queue(&q);
+            }
+        });
     }
 }
 

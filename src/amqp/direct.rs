@@ -50,8 +50,8 @@ impl Connection {
             return;
         };
         let direct = kind == FRAME_BODY && size >= DIRECT_MIN && self.closing.is_none();
-        let pc = match self.channels.get_mut(usize::from(channel)) {
-            Some(Some(ch)) if direct && !ch.closing => ch.content.as_mut(),
+        let pc = match self.channels.get_mut(channel) {
+            Some(ch) if direct && !ch.closing => ch.content.as_mut(),
             _ => None,
         };
         // Only a frame that fits the declared size: anything else takes the buffered path,

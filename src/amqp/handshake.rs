@@ -285,7 +285,7 @@ pub(crate) async fn negotiate<R: AsyncRead + Unpin, W: AsyncWrite + Unpin>(
         ));
     };
     if broker.permissions.get(vhost_name, &user).is_none() {
-        tracing::warn!(user = %user, vhost = vhost_name, "access to vhost refused");
+        tracing::warn!(user = %user, vhost = vhost_name, peer = %peer.addr, "access to vhost refused");
         return Err(Refused::Close(
             AmqpError::not_allowed(format!(
                 "access to vhost '{vhost_name}' refused for user '{user}'"
@@ -357,6 +357,11 @@ pub(crate) async fn negotiate<R: AsyncRead + Unpin, W: AsyncWrite + Unpin>(
         AMQPClass::Connection(connection::AMQPMethod::OpenOk(connection::OpenOk {})),
     )
     .await?;
+    tracing::info!(
+        "connection {} -> {}: user '{user}' authenticated and granted access to vhost '{vhost_name}'",
+        peer.addr,
+        peer.local
+    );
     Ok(Opened {
         registration,
         user,
@@ -408,7 +413,7 @@ pub(crate) async fn refuse<W: AsyncWrite + Unpin>(wr: &mut W, e: AmqpError) {
         wr,
         AMQPClass::Connection(connection::AMQPMethod::Close(connection::Close {
             reply_code: e.code,
-            reply_text: e.text.as_str().into(),
+            reply_text: crate::shortstr::short(&e.text),
             class_id: e.class_id,
             method_id: e.method_id,
         })),

@@ -5,6 +5,9 @@
 
 mod buffers;
 pub(crate) mod channel;
+pub(crate) mod channel_table;
+#[cfg(test)]
+mod cleanup_tests;
 pub mod codec;
 pub(crate) mod connection;
 mod direct;
@@ -43,7 +46,7 @@ pub async fn serve(
             _ = shutdown.changed() => break,
             accepted = listener.accept() => match accepted {
                 Ok((socket, addr)) => {
-                    tracing::debug!(peer = %addr, tls = tls.is_some(), "accepted connection");
+                    tracing::info!(tls = tls.is_some(), "accepting AMQP connection {addr}");
                     let _ = socket.set_nodelay(true);
                     let local = socket.local_addr().unwrap_or(addr);
                     let deadline = Instant::now() + Duration::from_secs(broker.config.handshake_timeout);
@@ -125,6 +128,15 @@ async fn handle_tls(
     handle(rd, wr, peer, deadline, broker, shutdown).await;
 }
 
+/// Reads and discards input until the peer closes its side, fails, or `limit` passes.
+pub(crate) async fn drain<R: AsyncRead + Unpin>(rd: &mut R, limit: Duration) {
+    let mut sink = vec![0u8; 16 << 10];
+    let _ = tokio::time::timeout(limit, async {
+        while matches!(rd.read(&mut sink).await, Ok(n) if n > 0) {}
+    })
+    .await;
+}
+
 async fn handle<R, W>(
     mut rd: R,
     mut wr: W,
@@ -147,13 +159,10 @@ async fn handle<R, W>(
     match opened {
         Ok(Ok(opened)) => connection::run(broker, opened, rd, wr, buf, shutdown).await,
         Ok(Err(handshake::Refused::Close(e))) => {
+            // The close is sent and the write side shut; whatever the client pipelined is
+            // read until it closes, so the close reaches it (no RST on unread input).
             handshake::refuse(&mut wr, e).await;
-            // Give the client a moment to read the close and answer it.
-            let mut sink = [0u8; 512];
-            let _ = tokio::time::timeout(Duration::from_secs(1), async {
-                while matches!(rd.read(&mut sink).await, Ok(n) if n > 0) {}
-            })
-            .await;
+            drain(&mut rd, connection::DRAIN_TIMEOUT).await;
         }
         Ok(Err(handshake::Refused::Dropped)) | Err(_) => {}
     }

@@ -191,8 +191,8 @@ pub(crate) async fn publish(
     let mut data = raw.clone();
     data.extend_from_slice(&payload);
     let msg = Arc::new(crate::message::Message::new(
-        x.name.as_str().into(),
-        body.routing_key.as_str().into(),
+        crate::shortstr::short(&x.name),
+        crate::shortstr::short(&body.routing_key),
         Bytes::from(data),
         raw.len(),
         &props,

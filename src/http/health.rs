@@ -177,3 +177,103 @@ pub(crate) async fn nodes(State(b): State<AppState>, _: Authenticated) -> Json<V
         })).collect::<Vec<_>>(),
     }]))
 }
+
+/// `node-is-quorum-critical`: failed when stopping this node would leave a quorum queue
+/// without a majority. A single node hosts no replicated queue whose majority another node
+/// could keep, so there is nothing it could make critical (RabbitMQ answers ok there too).
+pub(crate) async fn quorum_critical(_: Authenticated) -> Response {
+    ok(json!({}))
+}
+
+/// `node-is-mirror-sync-critical`: classic mirrored queues do not exist (RabbitMQ 4.x removed
+/// them), so no mirror can be the last synchronised one.
+pub(crate) async fn mirror_sync_critical(_: Authenticated) -> Response {
+    ok(json!({}))
+}
+
+/// Seconds in one `unit` of RabbitMQ's certificate-expiration check.
+fn unit_seconds(unit: &str) -> Option<i64> {
+    match unit.to_ascii_lowercase().as_str() {
+        "days" => Some(86_400),
+        "weeks" => Some(7 * 86_400),
+        "months" => Some(365 * 86_400 / 12),
+        "years" => Some(365 * 86_400),
+        _ => None,
+    }
+}
+
+/// `2026-12-01 9:05:00`, as RabbitMQ prints expiry dates.
+fn expiry_text(unix: i64) -> String {
+    let ms = u64::try_from(unix).unwrap_or_default() * 1000;
+    let iso = crate::json::rfc3339_ms(ms);
+    let (date, time) = iso.split_once('T').unwrap_or((&iso, ""));
+    let time = time.get(..8).unwrap_or(time);
+    let time = time.strip_prefix('0').unwrap_or(time);
+    format!("{date} {time}")
+}
+
+/// `certificate-expiration/{within}/{unit}`: failed (503) when a TLS listener's certificate
+/// or CA certificate expires within that time; 400 for a bad value or unit, RabbitMQ's texts.
+pub(crate) async fn certificate_expiration(
+    State(b): State<AppState>,
+    _: Authenticated,
+    Path((within, unit)): Path<(String, String)>,
+) -> Result<Response, ApiError> {
+    let bad = |reason: &str| ApiError::new(StatusCode::BAD_REQUEST, "bad_request", reason);
+    let within: i64 = within
+        .parse()
+        .map_err(|_| bad("Invalid expiration value."))?;
+    let unit = unit_seconds(&unit).ok_or_else(|| {
+        bad("Time unit not recognised. Supported units: days, weeks, months, years.")
+    })?;
+    let deadline = crate::delayed::unix_ms() as i64 / 1000 + within.saturating_mul(unit);
+    let cfg = &b.config;
+    let expiring = |path: &Option<std::path::PathBuf>| -> Value {
+        let Some(path) = path else {
+            return json!([]);
+        };
+        match crate::tls::certificate_expiries(path) {
+            Ok(list) => Value::Array(
+                list.into_iter()
+                    .filter(|t| *t < deadline)
+                    .map(|t| json!(expiry_text(t)))
+                    .collect(),
+            ),
+            Err(e) => json!({"error": e}),
+        }
+    };
+    let mut listeners = Vec::new();
+    let bound = b.listeners.get().cloned().unwrap_or_default();
+    let tls_listeners = bound
+        .into_iter()
+        .filter(|(p, _)| matches!(*p, "amqp/ssl" | "https" | "https/prometheus"));
+    for (protocol, addr) in tls_listeners {
+        let (cert, ca) = (expiring(&cfg.tls_cert), expiring(&cfg.tls_ca));
+        let none = |v: &Value| v.as_array().is_some_and(|a| a.is_empty());
+        if none(&cert) && none(&ca) {
+            continue;
+        }
+        let file = |p: &Option<std::path::PathBuf>| {
+            p.as_ref()
+                .map(|p| p.display().to_string())
+                .unwrap_or_default()
+        };
+        listeners.push(json!({
+            "node": super::node_name(&b),
+            "protocol": protocol,
+            "interface": addr.ip().to_string(),
+            "port": addr.port(),
+            "certfile": file(&cfg.tls_cert),
+            "cacertfile": file(&cfg.tls_ca),
+            "certfile_expires_on": cert,
+            "cacertfile_expires_on": ca,
+        }));
+    }
+    if listeners.is_empty() {
+        return Ok(ok(json!({})));
+    }
+    Ok(failed(
+        "Certificates expiring",
+        json!({"expired": listeners}),
+    ))
+}

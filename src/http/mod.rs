@@ -37,12 +37,7 @@ pub(crate) use overview::RABBITMQ_VERSION;
 
 /// The node name reported by the API and the metrics (RabbitMQ's `name@host` form).
 pub(crate) fn node_name(b: &Broker) -> String {
-    let cluster = &b.config.cluster_name;
-    if cluster.contains('@') {
-        cluster.clone()
-    } else {
-        format!("warren@{cluster}")
-    }
+    b.config.node_name.clone()
 }
 
 /// Shared state of the handlers.
@@ -299,6 +294,18 @@ pub fn router(broker: Arc<Broker>) -> Router {
         )
         .route("/api/health/checks/virtual-hosts", get(health::always_ok))
         .route(
+            "/api/health/checks/certificate-expiration/{within}/{unit}",
+            get(health::certificate_expiration),
+        )
+        .route(
+            "/api/health/checks/node-is-quorum-critical",
+            get(health::quorum_critical),
+        )
+        .route(
+            "/api/health/checks/node-is-mirror-sync-critical",
+            get(health::mirror_sync_critical),
+        )
+        .route(
             "/api/health/checks/ready-to-serve-clients",
             get(health::always_ok),
         )
@@ -515,10 +522,57 @@ async fn serve_connection<S>(stream: S, app: Router, header_timeout: Duration)
 where
     S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
 {
-    let service = hyper_util::service::TowerToHyperService::new(app);
+    let inner = hyper_util::service::TowerToHyperService::new(app);
+    // Routing sees the path without its trailing slash: RabbitMQ answers `/api/queues/` as
+    // `/api/queues`, for every route and method.
+    let service =
+        hyper::service::service_fn(move |mut req: hyper::Request<hyper::body::Incoming>| {
+            strip_trailing_slash(req.uri_mut());
+            hyper::service::Service::call(&inner, req)
+        });
     let _ = hyper::server::conn::http1::Builder::new()
         .timer(hyper_util::rt::TokioTimer::new())
         .header_read_timeout(header_timeout)
         .serve_connection(hyper_util::rt::TokioIo::new(stream), service)
         .await;
+}
+
+/// Removes one trailing slash from a path longer than `/`, keeping the query.
+fn strip_trailing_slash(uri: &mut axum::http::Uri) {
+    let path = uri.path();
+    if path.len() <= 1 || !path.ends_with('/') {
+        return;
+    }
+    let trimmed = &path[..path.len() - 1];
+    let rebuilt = match uri.query() {
+        Some(q) => format!("{trimmed}?{q}"),
+        None => trimmed.to_owned(),
+    };
+    let mut parts = std::mem::take(uri).into_parts();
+    parts.path_and_query = rebuilt.parse().ok();
+    if let Ok(u) = axum::http::Uri::from_parts(parts) {
+        *uri = u;
+    }
+}
+
+#[cfg(test)]
+mod slash_tests {
+    use super::strip_trailing_slash;
+
+    fn stripped(s: &str) -> String {
+        let mut u: axum::http::Uri = s.parse().expect("uri");
+        strip_trailing_slash(&mut u);
+        u.to_string()
+    }
+
+    #[test]
+    fn one_trailing_slash_goes_and_the_query_stays() {
+        assert_eq!(stripped("/api/queues/"), "/api/queues");
+        assert_eq!(
+            stripped("/api/queues/%2F/?page=2"),
+            "/api/queues/%2F?page=2"
+        );
+        assert_eq!(stripped("/"), "/");
+        assert_eq!(stripped("/api/overview"), "/api/overview");
+    }
 }

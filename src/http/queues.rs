@@ -21,12 +21,12 @@ pub(crate) fn bad_request(e: crate::error::AmqpError) -> ApiError {
 /// Connection id the HTTP API acts as (it owns no exclusive queue).
 const HTTP_CONNECTION: u64 = 0;
 
-async fn describe(q: &QueueRef) -> Value {
+async fn describe(q: &QueueRef, node: &str) -> Value {
     let info = q.info().await.unwrap_or_default();
-    describe_with(q, &info)
+    describe_with(q, &info, node)
 }
 
-fn describe_with(q: &QueueRef, info: &crate::queue::QueueInfo) -> Value {
+fn describe_with(q: &QueueRef, info: &crate::queue::QueueInfo, node: &str) -> Value {
     let arguments = table_json(&q.arguments);
     let applied = q.applied();
     json!({
@@ -34,6 +34,7 @@ fn describe_with(q: &QueueRef, info: &crate::queue::QueueInfo) -> Value {
         "operator_policy": applied.operator_policy.as_ref().map(|p| p.name.as_str()),
         "effective_policy_definition": applied.definition,
         "name": q.name,
+        "node": node,
         "vhost": q.vhost,
         "durable": q.durable,
         "auto_delete": q.auto_delete,
@@ -97,19 +98,20 @@ pub(crate) fn json_table(args: &HashMap<String, Value>) -> Result<FieldTable, Ap
         .map_err(|reason| ApiError::new(StatusCode::BAD_REQUEST, "bad_request", reason))
 }
 
-async fn list(queues: Vec<QueueRef>) -> Json<Value> {
+async fn list(queues: Vec<QueueRef>, node: &str) -> Json<Value> {
     let mut queues = queues;
     queues.sort_by(|a, b| (&a.vhost, &a.name).cmp(&(&b.vhost, &b.name)));
     let infos = crate::queue::QueueShared::info_many(&queues).await;
     let mut out = Vec::with_capacity(queues.len());
     for (q, info) in queues.iter().zip(&infos) {
-        out.push(describe_with(q, info));
+        out.push(describe_with(q, info, node));
     }
     Json(Value::Array(out))
 }
 
 pub(crate) async fn list_all(State(b): State<AppState>, _: Authenticated) -> Json<Value> {
-    list(b.vhosts().iter().flat_map(|v| v.queues()).collect()).await
+    let node = super::node_name(&b);
+    list(b.vhosts().iter().flat_map(|v| v.queues()).collect(), &node).await
 }
 
 pub(crate) async fn list_vhost(
@@ -118,7 +120,7 @@ pub(crate) async fn list_vhost(
     Path(vhost): Path<String>,
 ) -> Result<Json<Value>, ApiError> {
     let v = b.vhost(&vhost).ok_or_else(ApiError::not_found)?;
-    Ok(list(v.queues()).await)
+    Ok(list(v.queues(), &super::node_name(&b)).await)
 }
 
 pub(crate) async fn show(
@@ -128,7 +130,7 @@ pub(crate) async fn show(
 ) -> Result<Json<Value>, ApiError> {
     let v = b.vhost(&vhost).ok_or_else(ApiError::not_found)?;
     let q = v.queue(&name).map_err(|_| ApiError::not_found())?;
-    Ok(Json(describe(&q).await))
+    Ok(Json(describe(&q, &super::node_name(&b)).await))
 }
 
 /// Body of PUT /api/queues/{vhost}/{name}.

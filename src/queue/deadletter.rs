@@ -167,8 +167,8 @@ pub fn dead_letter_copy(
     data.put_slice(&raw);
     data.put_slice(msg.body());
     Message::new(
-        dlx.into(),
-        routing_key.into(),
+        crate::shortstr::short(dlx),
+        crate::shortstr::short(routing_key),
         data.freeze(),
         raw.len(),
         &new_props,

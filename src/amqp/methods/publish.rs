@@ -308,7 +308,7 @@ impl Connection {
         let dirty = std::mem::take(&mut self.confirm_dirty);
         for id in &dirty {
             let out = &mut self.out;
-            if let Some(Some(ch)) = self.channels.get_mut(usize::from(*id)) {
+            if let Some(ch) = self.channels.get_mut(*id) {
                 if ch.closing {
                     continue;
                 }

@@ -77,6 +77,7 @@ impl Connection {
         {
             self.exclusive_queues.push(q.clone());
         }
+        ch.last_queue = Some(name.as_str().into());
         if !d.nowait {
             let (message_count, consumer_count) = q.stats().await?;
             self.send_method(
