@@ -35,7 +35,7 @@ pub struct Broker {
     vhosts: DashMap<String, Arc<VHost>>,
     users: DashMap<String, User>,
     next_id: AtomicU64,
-    reply_targets: DashMap<String, crate::amqp::ReplyTarget>,
+    reply_targets: DashMap<String, crate::vhost::replies::ReplyTarget>,
     delayer: std::sync::OnceLock<crate::delayed::Delayer>,
     /// Open AMQP connections.
     pub connections: Arc<crate::connections::Connections>,
@@ -294,7 +294,7 @@ impl Broker {
     }
 
     /// Direct reply-to consumers by token.
-    pub fn reply_targets(&self) -> &DashMap<String, crate::amqp::ReplyTarget> {
+    pub fn reply_targets(&self) -> &DashMap<String, crate::vhost::replies::ReplyTarget> {
         &self.reply_targets
     }
 

@@ -8,6 +8,7 @@ use crate::confirm::ConfirmToken;
 use crate::message::Message;
 use crate::store::schema;
 use crate::store::{Op, Store};
+use crate::vhost::publish::{NoConfirms, PublishContext, RouteState};
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashMap};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -179,12 +180,14 @@ async fn release(broker: &Weak<Broker>, store: &Store, d: Delayed) {
     let Ok(x) = vhost.exchange(&d.exchange) else {
         return;
     };
-    let (msg, extra) = d.msg.sender_selected();
-    let mut targets = Vec::new();
-    vhost.route(&x, &msg, &extra, &mut targets);
-    for q in targets {
-        q.publish(msg.clone(), None).await;
-    }
+    // Routed now (no delayer in the context): the core's publish, as any other message.
+    let ctx = PublishContext {
+        replies: Some(b.reply_targets()),
+        ..PublishContext::default()
+    };
+    vhost
+        .publish(&x, d.msg, ctx, &mut NoConfirms, &mut RouteState::default())
+        .await;
 }
 
 #[cfg(test)]

@@ -262,6 +262,39 @@ pub fn refused(kind: &str, name: &str, vhost: &str, user: &str) -> AmqpError {
     ))
 }
 
+/// Checks topic permissions (`topics`, None: unrestricted) of a publish (`read` false) or of a
+/// binding from `x` (`read` true) with `routing_key`; only topic exchanges are restricted.
+pub fn check_topic(
+    topics: Option<&[TopicPermission]>,
+    x: &crate::exchange::Exchange,
+    vhost: &str,
+    user: &str,
+    routing_key: &str,
+    read: bool,
+) -> crate::error::AmqpResult<()> {
+    let Some(topics) = topics else {
+        return Ok(());
+    };
+    if x.kind != crate::exchange::ExchangeKind::Topic {
+        return Ok(());
+    }
+    let Some(t) = topics.iter().find(|t| t.exchange == x.name) else {
+        return Ok(());
+    };
+    let (allowed, what) = if read {
+        (t.allows_read(routing_key), "read")
+    } else {
+        (t.allows_write(routing_key), "write")
+    };
+    if allowed {
+        return Ok(());
+    }
+    Err(AmqpError::access_refused(format!(
+        "{what} access to topic '{routing_key}' in exchange '{}' in vhost '{vhost}' refused for user '{user}'",
+        x.name
+    )))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -54,14 +54,12 @@ pub(crate) struct Connection {
     pub sink: ConsumerSink,
     pub exclusive_queues: Vec<QueueRef>,
     pub channels: ChannelTable,
-    /// Reused buffer of routing results.
-    pub route_buf: Vec<QueueRef>,
+    /// Routing buffers and the default-exchange cache of the core's publish.
+    pub route_state: crate::vhost::publish::RouteState,
     /// The exchange last published to (saves a registry lookup per message).
     pub exchange_cache: Option<Arc<crate::exchange::Exchange>>,
     /// The user's topic permissions in this vhost, read at connection.open (None: unrestricted).
     pub topic_permissions: Option<Arc<Vec<crate::permissions::TopicPermission>>>,
-    /// The queue last reached through the default exchange.
-    pub default_route: Option<QueueRef>,
     /// Channels with publishes waiting for their confirm.
     pub confirm_dirty: Vec<u16>,
     /// connection.close was sent; waiting for close-ok until this instant.
@@ -106,10 +104,9 @@ pub(crate) async fn run<R, W>(
         sink,
         exclusive_queues: Vec::new(),
         channels: ChannelTable::default(),
-        route_buf: Vec::new(),
+        route_state: Default::default(),
         exchange_cache: None,
         topic_permissions,
-        default_route: None,
         confirm_dirty: Vec::new(),
         closing: None,
         done: false,

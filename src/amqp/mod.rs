@@ -17,8 +17,6 @@ mod methods;
 pub mod nesting;
 mod writer;
 
-pub use methods::ReplyTarget;
-
 use crate::broker::Broker;
 use bytes::BytesMut;
 use handshake::Peer;

@@ -4,15 +4,12 @@ use super::queues::{bad_request, json_table, table_json};
 use super::{ApiError, AppState, Authenticated};
 use crate::exchange::Exchange;
 use crate::vhost::{ExchangeOptions, VHost};
-use amq_protocol::protocol::BasicProperties;
 use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
 use axum::Json;
-use bytes::Bytes;
 use serde::Deserialize;
 use serde_json::{json, Value};
 use std::collections::HashMap;
-use std::sync::Arc;
 
 /// RabbitMQ's name for the default exchange in URLs.
 pub(crate) const DEFAULT_NAME: &str = "amq.default";
@@ -135,74 +132,4 @@ pub(crate) async fn delete(
     .await
     .map_err(bad_request)?;
     Ok(StatusCode::NO_CONTENT)
-}
-
-/// Body of POST .../publish.
-#[derive(Debug, Deserialize)]
-pub(crate) struct PublishBody {
-    routing_key: String,
-    payload: String,
-    #[serde(default)]
-    payload_encoding: Option<String>,
-    #[serde(default)]
-    properties: HashMap<String, Value>,
-}
-
-pub(crate) async fn publish(
-    State(b): State<AppState>,
-    _: Authenticated,
-    Path((vhost, name)): Path<(String, String)>,
-    Json(body): Json<PublishBody>,
-) -> Result<Json<Value>, ApiError> {
-    use base64::Engine;
-    let v = b.vhost(&vhost).ok_or_else(ApiError::not_found)?;
-    let x = v
-        .exchange(url_name(&name))
-        .map_err(|_| ApiError::not_found())?;
-    let payload = match body.payload_encoding.as_deref() {
-        Some("base64") => base64::engine::general_purpose::STANDARD
-            .decode(&body.payload)
-            .map_err(|_| {
-                ApiError::new(
-                    StatusCode::BAD_REQUEST,
-                    "bad_request",
-                    "payload is not base64",
-                )
-            })?,
-        _ => body.payload.into_bytes(),
-    };
-    let mut props = BasicProperties::default();
-    if let Some(mode) = body
-        .properties
-        .get("delivery_mode")
-        .and_then(super::lenient::as_u64)
-    {
-        props = props.with_delivery_mode(mode.min(2) as u8);
-    }
-    if let Some(Value::Object(h)) = body.properties.get("headers") {
-        let h: HashMap<String, Value> = h.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
-        props = props.with_headers(json_table(&h)?);
-    }
-    let raw = cookie_factory::gen_simple(
-        amq_protocol::protocol::basic::gen_properties(&props),
-        Vec::new(),
-    )
-    .unwrap_or_default();
-    let mut data = raw.clone();
-    data.extend_from_slice(&payload);
-    let msg = Arc::new(crate::message::Message::new(
-        crate::shortstr::short(&x.name),
-        crate::shortstr::short(&body.routing_key),
-        Bytes::from(data),
-        raw.len(),
-        &props,
-    ));
-    let (msg, extra) = msg.sender_selected();
-    let mut targets = Vec::new();
-    v.route(&x, &msg, &extra, &mut targets);
-    let routed = !targets.is_empty();
-    for q in targets {
-        q.publish(msg.clone(), None).await;
-    }
-    Ok(Json(json!({ "routed": routed })))
 }

@@ -145,7 +145,18 @@ pub(crate) async fn aliveness(
         raw.len(),
         &props,
     );
-    q.publish(Arc::new(msg), None).await;
+    // Through the default exchange, as RabbitMQ's aliveness test publishes.
+    if let Ok(x) = v.exchange("") {
+        use crate::vhost::publish::{NoConfirms, PublishContext, RouteState};
+        v.publish(
+            &x,
+            Arc::new(msg),
+            PublishContext::default(),
+            &mut NoConfirms,
+            &mut RouteState::default(),
+        )
+        .await;
+    }
     Ok(match q.get(true).await {
         Ok(Some(got)) if got.msg.body() == b"test_message" => ok(json!({})),
         Ok(_) => failed("aliveness test message not received", json!({})),

@@ -15,6 +15,7 @@ mod listing;
 mod overview;
 mod permissions;
 mod policies;
+mod publish;
 mod queues;
 mod user_limits;
 mod users;
@@ -434,7 +435,7 @@ pub fn router(broker: Arc<Broker>) -> Router {
         )
         .route(
             "/api/exchanges/{vhost}/{name}/publish",
-            post(exchanges::publish),
+            post(publish::publish),
         )
         .route("/api/bindings", get(bindings::bindings_all))
         .route("/api/bindings/{vhost}", get(bindings::bindings_vhost))

@@ -17,6 +17,8 @@ use std::sync::Arc;
 
 mod limits;
 pub mod policies;
+pub mod publish;
+pub mod replies;
 mod routing;
 
 pub use limits::VhostLimits;

@@ -5,13 +5,21 @@
 
 use crate::amqp::connection::Connection;
 use crate::error::AmqpResult;
-use crate::exchange::{Exchange, ExchangeKind};
 use crate::permissions::{self, Access};
+use crate::vhost::publish;
 
 impl Connection {
     /// Checks `access` to the resource `kind` ("queue", "exchange") named `name`. The default
     /// exchange is checked under the name `amq.default`, as RabbitMQ does.
     pub(crate) fn authorize(&self, access: Access, kind: &str, name: &str) -> AmqpResult<()> {
+        if access == Access::Write && kind == "exchange" {
+            return publish::authorize_write(
+                &self.broker.permissions,
+                &self.vhost.name,
+                &self.user,
+                name,
+            );
+        }
         let name = if kind == "exchange" && name.is_empty() {
             "amq.default"
         } else {
@@ -28,42 +36,20 @@ impl Connection {
         }
     }
 
-    /// Checks the topic permissions (read when the connection opened) of a publish.
-    pub(crate) fn authorize_topic(&self, x: &Exchange, routing_key: &str) -> AmqpResult<()> {
-        self.check_topic(x, routing_key, false)
-    }
-
     /// Checks the topic read permission of a binding from `source` (a topic exchange) with
     /// `routing_key`, as RabbitMQ checks queue.bind and exchange.bind.
     pub(crate) fn authorize_topic_read(&self, source: &str, routing_key: &str) -> AmqpResult<()> {
         match self.vhost.exchange(source) {
-            Ok(x) => self.check_topic(&x, routing_key, true),
+            Ok(x) => permissions::check_topic(
+                self.topic_permissions.as_deref().map(Vec::as_slice),
+                &x,
+                &self.vhost.name,
+                &self.user,
+                routing_key,
+                true,
+            ),
             Err(_) => Ok(()),
         }
-    }
-
-    fn check_topic(&self, x: &Exchange, routing_key: &str, read: bool) -> AmqpResult<()> {
-        let Some(topics) = &self.topic_permissions else {
-            return Ok(());
-        };
-        if x.kind != ExchangeKind::Topic {
-            return Ok(());
-        }
-        let Some(t) = topics.iter().find(|t| t.exchange == x.name) else {
-            return Ok(());
-        };
-        let (allowed, what) = if read {
-            (t.allows_read(routing_key), "read")
-        } else {
-            (t.allows_write(routing_key), "write")
-        };
-        if allowed {
-            return Ok(());
-        }
-        Err(crate::error::AmqpError::access_refused(format!(
-            "{what} access to topic '{routing_key}' in exchange '{}' in vhost '{}' refused for user '{}'",
-            x.name, self.vhost.name, self.user
-        )))
     }
 
     /// A new queue with a dead-letter exchange (or a new exchange with an alternate one) needs

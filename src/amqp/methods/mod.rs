@@ -10,8 +10,7 @@ mod reply_to;
 mod shortcuts;
 mod tx;
 
-pub use reply_to::ReplyTarget;
-pub(crate) use reply_to::{is_reply_address, REPLY_QUEUE};
+pub(crate) use crate::vhost::replies::REPLY_QUEUE;
 pub(crate) use shortcuts::expand_shortcuts;
 
 use rand::Rng;

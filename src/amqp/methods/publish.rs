@@ -10,11 +10,10 @@ use crate::confirm::ConfirmToken;
 use crate::error::{code, AmqpError, AmqpResult};
 use crate::exchange::Exchange;
 use crate::message::Message;
-use crate::queue::QueueRef;
+use crate::vhost::publish::{Confirmer, PublishContext, Routed, Waiters};
 use amq_protocol::protocol::basic;
 use bytes::BytesMut;
 use std::sync::Arc;
-use tokio::sync::oneshot;
 
 impl Connection {
     pub(crate) fn basic_publish(&mut self, ch: &mut Channel, p: basic::Publish) -> AmqpResult<()> {
@@ -150,101 +149,69 @@ impl Connection {
         Ok(())
     }
 
-    /// Routes a message and enqueues it in every queue it reaches. On a confirm-mode channel
-    /// the publish is recorded and each persistent copy carries a token that reports its
-    /// commit; in a transaction, `waiters` collects those tokens' receivers instead.
+    /// Publishes a message through the core's one publish path and reports the outcome the
+    /// AMQP way: basic.return for an unroutable mandatory message, the channel's counters, and
+    /// on a confirm-mode channel the publish's place in the confirm sequence (its persistent
+    /// copies report their commit with tokens); in a transaction, `waiters` collects the
+    /// copies' receivers instead.
     pub(crate) async fn route_publish(
         &mut self,
         ch: &mut Channel,
         p: &basic::Publish,
         msg: Arc<Message>,
-        mut waiters: Option<&mut Vec<oneshot::Receiver<bool>>>,
+        waiters: Option<&mut Waiters>,
     ) -> AmqpResult<()> {
         let x = self.exchange_for_publish(p.exchange.as_str())?;
-        if x.internal {
-            return Err(AmqpError::access_refused(format!(
-                "cannot publish to internal exchange '{}' in vhost '{}'",
-                x.name, self.vhost.name
-            )));
-        }
-        self.authorize_topic(&x, msg.routing_key.as_str())?;
+        self.vhost.check_publish(
+            &x,
+            &self.user,
+            self.topic_permissions.as_deref().map(Vec::as_slice),
+            msg.routing_key.as_str(),
+        )?;
         let msg = self.rewrite_reply_to(ch, msg)?;
         ch.stats.add(Counter::Publish, 1);
-        if x.delayed {
-            if let (Some(delay), Some(delayer)) =
-                (crate::delayed::delay_of(&msg), self.broker.delayer())
-            {
-                // Held until the delay is over; stored (and confirmed after the commit) when the
-                // exchange is durable.
-                let token = (ch.confirm && x.durable).then(|| {
-                    ConfirmToken::for_channel(
-                        self.sink.clone(),
-                        ch.id,
-                        ch.uid,
-                        ch.confirms.next_seq(),
-                    )
-                });
-                let waits = u32::from(token.is_some());
-                delayer.schedule(&self.vhost.name, &x.name, msg, delay, x.durable, token);
-                if ch.confirm {
-                    ch.confirms.publish(waits);
+        let mut confirms = match waiters {
+            _ if ch.confirm => PublishConfirms::Channel {
+                sink: &self.sink,
+                channel: ch.id,
+                uid: ch.uid,
+                seq: ch.confirms.next_seq(),
+                waits: 0,
+            },
+            Some(w) => PublishConfirms::Tx(w),
+            None => PublishConfirms::Nobody,
+        };
+        let ctx = PublishContext {
+            delayer: self.broker.delayer(),
+            replies: Some(self.broker.reply_targets()),
+            dead_letter: false,
+        };
+        let routed = self
+            .vhost
+            .publish(&x, msg.clone(), ctx, &mut confirms, &mut self.route_state)
+            .await;
+        let waits = match confirms {
+            PublishConfirms::Channel { waits, .. } => waits,
+            _ => 0,
+        };
+        match routed {
+            Routed::Unroutable(returned) => {
+                if p.mandatory {
+                    ch.stats.add(Counter::ReturnUnroutable, 1);
+                    self.return_unroutable(ch.id, &returned);
+                } else {
+                    ch.stats.add(Counter::DropUnroutable, 1);
                 }
-                return Ok(());
             }
-        }
-        if x.name.is_empty() && super::is_reply_address(msg.routing_key.as_str()) {
-            if !self.deliver_reply(msg.routing_key.as_str(), &msg) && p.mandatory {
+            Routed::Reply(false) if p.mandatory => {
                 ch.stats.add(Counter::ReturnUnroutable, 1);
                 self.return_unroutable(ch.id, &msg);
             }
-            if ch.confirm {
-                ch.confirms.publish(0);
-            }
-            return Ok(());
-        }
-        let (msg, extra_keys) = msg.sender_selected();
-        let mut targets = std::mem::take(&mut self.route_buf);
-        if x.name.is_empty() && extra_keys.is_empty() {
-            if let Some(q) = self.default_queue(msg.routing_key.as_str()) {
-                targets.push(q);
-            }
-        } else {
-            self.vhost.route(&x, &msg, &extra_keys, &mut targets);
-        }
-        if targets.is_empty() {
-            if p.mandatory {
-                ch.stats.add(Counter::ReturnUnroutable, 1);
-                self.return_unroutable(ch.id, &msg);
-            } else {
-                ch.stats.add(Counter::DropUnroutable, 1);
-            }
-        }
-        let seq = ch.confirms.next_seq();
-        let mut waits = 0;
-        for q in targets.drain(..) {
-            let token = if !q.confirms_later(&msg) {
-                None
-            } else if ch.confirm {
-                waits += 1;
-                Some(ConfirmToken::for_channel(
-                    self.sink.clone(),
-                    ch.id,
-                    ch.uid,
-                    seq,
-                ))
-            } else if let Some(w) = waiters.as_deref_mut() {
-                let (token, rx) = ConfirmToken::waiter();
-                w.push(rx);
-                Some(token)
-            } else {
-                None
-            };
-            q.publish(msg.clone(), token).await;
+            Routed::Queues(_) | Routed::Delayed | Routed::Reply(_) => {}
         }
         if ch.confirm {
             ch.confirms.publish(waits);
         }
-        self.route_buf = targets;
         Ok(())
     }
 
@@ -282,19 +249,6 @@ impl Connection {
         Ok(x)
     }
 
-    /// The queue the default exchange routes `routing_key` to, from the one-entry cache when
-    /// it is still current.
-    fn default_queue(&mut self, routing_key: &str) -> Option<QueueRef> {
-        if let Some(q) = &self.default_route {
-            if q.name == routing_key && !q.is_deleted() {
-                return Some(q.clone());
-            }
-        }
-        let q = self.vhost.queue(routing_key).ok()?;
-        self.default_route = Some(q.clone());
-        Some(q)
-    }
-
     /// Notes that a confirm-mode channel has publishes to acknowledge at the next flush.
     fn confirm_ready(&mut self, ch: &Channel) {
         if !self.confirm_dirty.contains(&ch.id) {
@@ -321,6 +275,47 @@ impl Connection {
         }
         self.confirm_dirty = dirty;
         self.confirm_dirty.clear();
+    }
+}
+
+/// Who waits for the stored copies of one AMQP publish.
+enum PublishConfirms<'a> {
+    /// A confirm-mode channel: tokens report to its connection under the publish's sequence
+    /// number; `waits` counts them.
+    Channel {
+        sink: &'a crate::queue::consumer::ConsumerSink,
+        channel: u16,
+        uid: u64,
+        seq: u64,
+        waits: u32,
+    },
+    /// A transaction's commit.
+    Tx(&'a mut Waiters),
+    /// Nobody.
+    Nobody,
+}
+
+impl Confirmer for PublishConfirms<'_> {
+    fn token(&mut self) -> Option<ConfirmToken> {
+        match self {
+            PublishConfirms::Channel {
+                sink,
+                channel,
+                uid,
+                seq,
+                waits,
+            } => {
+                *waits += 1;
+                Some(ConfirmToken::for_channel(
+                    (*sink).clone(),
+                    *channel,
+                    *uid,
+                    *seq,
+                ))
+            }
+            PublishConfirms::Tx(w) => w.token(),
+            PublishConfirms::Nobody => None,
+        }
     }
 }
 

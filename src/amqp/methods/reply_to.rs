@@ -8,26 +8,9 @@ use crate::amqp::channel::Channel;
 use crate::amqp::connection::Connection;
 use crate::error::{AmqpError, AmqpResult};
 use crate::message::Message;
-use crate::queue::consumer::{ConsumerEvent, ConsumerSink};
+use crate::vhost::replies::{ReplyTarget, REPLY_PREFIX, REPLY_QUEUE};
 use amq_protocol::protocol::{basic, AMQPClass};
 use std::sync::Arc;
-
-/// The pseudo-queue name.
-pub(crate) const REPLY_QUEUE: &str = "amq.rabbitmq.reply-to";
-const REPLY_PREFIX: &str = "amq.rabbitmq.reply-to.";
-
-/// Where replies for one token go.
-#[derive(Clone, Debug)]
-pub struct ReplyTarget {
-    /// The requester's connection inbox.
-    pub sink: ConsumerSink,
-    /// Its channel.
-    pub channel: u16,
-    /// That channel instance.
-    pub channel_uid: u64,
-    /// Its reply consumer's tag.
-    pub tag: Arc<str>,
-}
 
 impl Connection {
     /// basic.consume on the pseudo-queue.
@@ -99,29 +82,4 @@ impl Connection {
             None,
         )))
     }
-
-    /// Delivers a reply addressed to `amq.rabbitmq.reply-to.<token>`; false when no requester
-    /// has that token any more.
-    pub(crate) fn deliver_reply(&self, routing_key: &str, msg: &Arc<Message>) -> bool {
-        let Some(token) = routing_key.strip_prefix(REPLY_PREFIX) else {
-            return false;
-        };
-        let Some(target) = self.broker.reply_targets().get(token).map(|t| t.clone()) else {
-            return false;
-        };
-        target
-            .sink
-            .send(ConsumerEvent::DirectReply {
-                channel: target.channel,
-                channel_uid: target.channel_uid,
-                tag: target.tag,
-                msg: msg.clone(),
-            })
-            .is_ok()
-    }
-}
-
-/// Whether a routing key addresses a direct reply.
-pub(crate) fn is_reply_address(routing_key: &str) -> bool {
-    routing_key.starts_with(REPLY_PREFIX)
 }

@@ -30,18 +30,16 @@ impl Connection {
                 let Some(state) = ch.tx.replace(TxState::default()) else {
                     return Err(not_transactional());
                 };
-                let mut waiters = Vec::new();
+                let mut waiters = crate::vhost::publish::Waiters::default();
                 for (publish, msg) in state.publishes {
                     self.route_publish(ch, &publish, msg, Some(&mut waiters))
                         .await?;
                 }
                 // Commit-ok means the transaction's persistent messages are on disk.
-                for w in waiters {
-                    if !w.await.unwrap_or(false) {
-                        return Err(AmqpError::internal(
-                            "could not store the transaction's messages",
-                        ));
-                    }
+                if !waiters.stored().await {
+                    return Err(AmqpError::internal(
+                        "could not store the transaction's messages",
+                    ));
                 }
                 let mut acks = Vec::new();
                 let mut requeues = Vec::new();

@@ -6,6 +6,7 @@ use crate::message::Message;
 use crate::queue::args::Overflow;
 use crate::queue::consumer::ConsumerEvent;
 use crate::queue::deadletter::{self, Reason};
+use crate::vhost::publish::{NoConfirms, PublishContext, RouteState};
 use std::sync::Arc;
 
 impl QueueActor {
@@ -104,8 +105,9 @@ impl QueueActor {
         }
     }
 
-    /// Republishes this batch's dead letters through the dead-letter exchange. The sends run
-    /// in their own task, so two queues dead-lettering into each other cannot deadlock.
+    /// Republishes this batch's dead letters through the dead-letter exchange, by the core's
+    /// publish (which skips the queues a copy would cycle back to). The publishes run in their
+    /// own task, so two queues dead-lettering into each other cannot deadlock.
     pub(super) fn send_dead_letters(&mut self) {
         if self.dead.is_empty() {
             return;
@@ -120,7 +122,7 @@ impl QueueActor {
             return;
         };
         let now = unix_secs();
-        let mut sends = Vec::new();
+        let mut copies = Vec::with_capacity(dead.len());
         for (msg, reason) in dead {
             let key = self
                 .shared
@@ -128,29 +130,27 @@ impl QueueActor {
                 .dead_letter_routing_key
                 .clone()
                 .unwrap_or_else(|| msg.routing_key.to_string());
-            let copy = Arc::new(deadletter::dead_letter_copy(
+            copies.push(Arc::new(deadletter::dead_letter_copy(
                 &msg,
                 &self.shared.name,
                 reason,
                 &dlx,
                 &key,
                 now,
-            ));
-            let mut targets = Vec::new();
-            vhost.route(&x, &copy, &[], &mut targets);
-            for q in targets {
-                if !deadletter::is_cycle(&copy, &q.name) {
-                    sends.push((q, copy.clone()));
-                }
+            )));
+        }
+        tokio::spawn(async move {
+            let ctx = PublishContext {
+                dead_letter: true,
+                ..PublishContext::default()
+            };
+            let mut state = RouteState::default();
+            for copy in copies {
+                vhost
+                    .publish(&x, copy, ctx, &mut NoConfirms, &mut state)
+                    .await;
             }
-        }
-        if !sends.is_empty() {
-            tokio::spawn(async move {
-                for (q, m) in sends {
-                    q.publish(m, None).await;
-                }
-            });
-        }
+        });
     }
 
     /// Applies x-max-length / x-max-length-bytes to an incoming message; false when it is
