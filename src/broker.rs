@@ -440,6 +440,14 @@ impl Broker {
         true
     }
 
+    /// The cluster's permanent id (`internal_cluster_id`, made at first boot).
+    pub fn cluster_id(&self) -> String {
+        self.global_parameters
+            .get(CLUSTER_ID)
+            .and_then(|v| v.as_str().map(str::to_owned))
+            .unwrap_or_default()
+    }
+
     /// The cluster name: the `cluster_name` global parameter, else the configured one.
     pub fn cluster_name(&self) -> String {
         self.global_parameters

@@ -53,12 +53,36 @@ pub enum Counter {
 /// Counts in [`NAMES`] order.
 pub type Counts = [u64; NAMES.len()];
 
+/// Upper bounds (bytes) of the message size histogram's buckets, RabbitMQ's
+/// `rabbitmq_message_size_bytes` (the last one is +Inf).
+pub const SIZE_BUCKETS: [u64; 8] = [
+    100,
+    1_000,
+    10_000,
+    100_000,
+    1_000_000,
+    10_000_000,
+    50_000_000,
+    100_000_000,
+];
+
+/// Per-bucket observations (the buckets, then +Inf, not cumulative), the sum of the sizes,
+/// and the publishes received in confirm mode.
+pub type Sizes = [u64; SIZE_BUCKETS.len() + 3];
+
+/// Index of the size sum in [`Sizes`].
+pub const SIZE_SUM: usize = SIZE_BUCKETS.len() + 1;
+/// Index of the confirm-mode publish count in [`Sizes`].
+pub const RECEIVED_CONFIRM: usize = SIZE_BUCKETS.len() + 2;
+
 /// One open channel as the API shows it.
 #[derive(Debug)]
 pub struct ChannelInfo {
     /// Channel number.
     pub number: u16,
     counters: [AtomicU64; NAMES.len()],
+    /// The sizes of the messages published on it ([`Sizes`]).
+    sizes: [AtomicU64; SIZE_SUM + 2],
     /// Consumers on the channel.
     pub consumers: AtomicU32,
     /// basic.qos prefetch for new consumers.
@@ -82,6 +106,7 @@ impl ChannelInfo {
         ChannelInfo {
             number,
             counters: Default::default(),
+            sizes: Default::default(),
             consumers: AtomicU32::new(0),
             prefetch: AtomicU32::new(0),
             global_prefetch: AtomicU32::new(0),
@@ -98,6 +123,30 @@ impl ChannelInfo {
     pub fn add(&self, c: Counter, n: u64) {
         let a = &self.counters[c as usize];
         a.store(a.load(Ordering::Relaxed) + n, Ordering::Relaxed);
+    }
+
+    /// Records a publish of a `size`-byte body (in confirm mode or not). Single writer, as
+    /// [`ChannelInfo::add`].
+    #[inline]
+    pub fn observe_publish(&self, size: u64, confirm: bool) {
+        let bucket = SIZE_BUCKETS
+            .iter()
+            .position(|b| size <= *b)
+            .unwrap_or(SIZE_BUCKETS.len());
+        let bump = |i: usize, n: u64| {
+            let a = &self.sizes[i];
+            a.store(a.load(Ordering::Relaxed) + n, Ordering::Relaxed);
+        };
+        bump(bucket, 1);
+        bump(SIZE_SUM, size);
+        if confirm {
+            bump(RECEIVED_CONFIRM, 1);
+        }
+    }
+
+    /// The size histogram and confirm-mode publishes now.
+    pub fn sizes(&self) -> Sizes {
+        std::array::from_fn(|i| self.sizes[i].load(Ordering::Relaxed))
     }
 
     /// The counters now.
@@ -127,6 +176,7 @@ impl ChannelInfo {
 #[derive(Debug, Default)]
 pub struct ChannelTotals {
     closed: [AtomicU64; NAMES.len()],
+    closed_sizes: [AtomicU64; SIZE_SUM + 2],
     /// Channels opened since start.
     pub opened: AtomicU64,
     /// Channels closed since start.
@@ -136,11 +186,29 @@ pub struct ChannelTotals {
 
 impl ChannelTotals {
     /// Folds a closing channel's counts in.
-    pub fn fold(&self, counts: &Counts) {
-        for (slot, n) in self.closed.iter().zip(counts) {
-            slot.fetch_add(*n, Ordering::Relaxed);
+    pub fn fold(&self, ch: &ChannelInfo) {
+        for (slot, n) in self.closed.iter().zip(ch.counts()) {
+            slot.fetch_add(n, Ordering::Relaxed);
+        }
+        for (slot, n) in self.closed_sizes.iter().zip(ch.sizes()) {
+            slot.fetch_add(n, Ordering::Relaxed);
         }
         self.closed_channels.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// The size histogram and confirm-mode publishes over closed channels and the open ones.
+    pub fn sizes_with_open<'a>(
+        &self,
+        open: impl IntoIterator<Item = &'a Arc<ChannelInfo>>,
+    ) -> Sizes {
+        let mut sizes: Sizes =
+            std::array::from_fn(|i| self.closed_sizes[i].load(Ordering::Relaxed));
+        for c in open {
+            for (sum, n) in sizes.iter_mut().zip(c.sizes()) {
+                *sum += n;
+            }
+        }
+        sizes
     }
 
     /// Totals over closed channels and the open ones given, with the node-wide rates of the

@@ -239,7 +239,7 @@ impl Drop for ChannelRegistration {
         if let Ok(mut l) = self.conn.channel_list.lock() {
             l.retain(|c| !Arc::ptr_eq(c, &self.info));
         }
-        self.registry.channel_totals.fold(&self.info.counts());
+        self.registry.channel_totals.fold(&self.info);
     }
 }
 

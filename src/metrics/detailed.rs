@@ -104,5 +104,6 @@ pub(super) async fn detailed(
             _ => {}
         }
     }
+    super::identity(&b, &mut out, "detailed");
     ([(header::CONTENT_TYPE, super::CONTENT_TYPE)], out)
 }

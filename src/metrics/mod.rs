@@ -21,6 +21,7 @@ use std::sync::Arc;
 
 /// The routes of the metrics listener.
 pub fn router(broker: Arc<Broker>) -> Router {
+    STARTED.get_or_init(std::time::Instant::now);
     Router::new()
         .route("/metrics", get(aggregated))
         .route("/metrics/per-object", get(per_object))
@@ -99,32 +100,49 @@ pub(crate) fn label(value: &str) -> String {
         .replace('\n', "\\n")
 }
 
-/// Families every endpoint serves: build and identity info, node gauges.
-fn node_families(b: &Broker, out: &mut String, queues: &[QueueGauges]) {
+/// When the metrics router was made (the node's start, for `rabbitmq_erlang_uptime_seconds`).
+static STARTED: std::sync::OnceLock<std::time::Instant> = std::sync::OnceLock::new();
+
+/// Build and identity info, untyped as RabbitMQ's: `endpoint` is the `rabbitmq_endpoint` label
+/// (`aggregated`, `per-object`, `detailed`) dashboards select a scrape by.
+pub(crate) fn identity(b: &Broker, out: &mut String, endpoint: &str) {
     family(
         out,
         "rabbitmq_build_info",
-        "gauge",
+        "untyped",
         "RabbitMQ & Erlang/OTP version info",
     );
     let _ = writeln!(
         out,
-        "rabbitmq_build_info{{rabbitmq_version=\"{}\",product_name=\"Warren\",product_version=\"{}\"}} 1",
+        "rabbitmq_build_info{{rabbitmq_version=\"{}\",erlang_version=\"none\",product_name=\"Warren\",product_version=\"{}\"}} 1",
         crate::http::RABBITMQ_VERSION,
         env!("CARGO_PKG_VERSION")
     );
     family(
         out,
         "rabbitmq_identity_info",
-        "gauge",
+        "untyped",
         "RabbitMQ node & cluster identity info",
     );
     let _ = writeln!(
         out,
-        "rabbitmq_identity_info{{rabbitmq_node=\"{}\",rabbitmq_cluster=\"{}\"}} 1",
+        "rabbitmq_identity_info{{rabbitmq_node=\"{}\",rabbitmq_cluster=\"{}\",rabbitmq_cluster_permanent_id=\"{}\",rabbitmq_endpoint=\"{endpoint}\"}} 1",
         label(&crate::http::node_name(b)),
-        label(&b.cluster_name())
+        label(&b.cluster_name()),
+        label(&b.cluster_id())
     );
+}
+
+/// Node gauges every endpoint but `detailed` serves.
+fn node_families(b: &Broker, out: &mut String, queues: &[QueueGauges]) {
+    family(
+        out,
+        "rabbitmq_erlang_uptime_seconds",
+        "gauge",
+        "Node uptime",
+    );
+    let up = STARTED.get().map_or(0.0, |t| t.elapsed().as_secs_f64());
+    let _ = writeln!(out, "rabbitmq_erlang_uptime_seconds {up:.3}");
     gauge(
         out,
         "rabbitmq_connections",
@@ -306,6 +324,10 @@ fn node_counters(b: &Broker, out: &mut String) {
         .connections
         .channel_totals
         .with_open(channels.iter().map(|(_, ch)| ch));
+    let sizes = b
+        .connections
+        .channel_totals
+        .sizes_with_open(channels.iter().map(|(_, ch)| ch));
     for (name, help, c) in CHANNEL_COUNTERS {
         counter(out, &format!("rabbitmq_{name}"), help, counts[c as usize]);
     }
@@ -330,11 +352,61 @@ fn node_counters(b: &Broker, out: &mut String) {
         ("messages_get_empty_total", "Total number of times basic.get operations fetched no message", n(Counter::GetEmpty)),
         ("messages_redelivered_total", "Total number of messages redelivered to consumers", n(Counter::Redeliver)),
         ("messages_acknowledged_total", "Total number of messages acknowledged by consumers", n(Counter::Ack)),
+        ("messages_received_confirm_total", "Total number of messages received from publishers expecting confirmations", sizes[crate::channels::RECEIVED_CONFIRM]),
     ] {
         let metric = format!("rabbitmq_global_{name}");
         family(out, &metric, "counter", help);
         let _ = writeln!(out, "{metric}{{protocol=\"amqp091\"}} {value}");
     }
+    let publishers = channels
+        .iter()
+        .filter(|(_, ch)| ch.counts()[Counter::Publish as usize] > 0)
+        .count();
+    let consumers: u64 = channels
+        .iter()
+        .map(|(_, ch)| u64::from(ch.consumers.load(Relaxed)))
+        .sum();
+    for (name, help, value) in [
+        (
+            "publishers",
+            "Current number of publishers",
+            publishers as u64,
+        ),
+        ("consumers", "Current number of consumers", consumers),
+    ] {
+        let metric = format!("rabbitmq_global_{name}");
+        family(out, &metric, "gauge", help);
+        let _ = writeln!(out, "{metric}{{protocol=\"amqp091\"}} {value}");
+    }
+    size_histogram(out, &sizes);
+}
+
+/// `le` of each bucket as Prometheus itself normalises it (`100.0`, `1e+06`), so dashboard
+/// queries match on Prometheus 2 and 3 alike.
+const SIZE_LE: [&str; crate::channels::SIZE_BUCKETS.len() + 1] = [
+    "100.0", "1000.0", "10000.0", "100000.0", "1e+06", "1e+07", "5e+07", "1e+08", "+Inf",
+];
+
+/// RabbitMQ's `rabbitmq_message_size_bytes` histogram of published bodies.
+fn size_histogram(out: &mut String, sizes: &crate::channels::Sizes) {
+    let name = "rabbitmq_message_size_bytes";
+    family(
+        out,
+        name,
+        "histogram",
+        "Size of messages received from publishers",
+    );
+    let mut cumulative = 0;
+    for (le, n) in SIZE_LE.iter().zip(sizes) {
+        cumulative += n;
+        let _ = writeln!(
+            out,
+            "{name}_bucket{{protocol=\"amqp091\",le=\"{le}\"}} {cumulative}"
+        );
+    }
+    let sum = sizes[crate::channels::SIZE_SUM];
+    let _ = writeln!(out, "{name}_sum{{protocol=\"amqp091\"}} {sum}");
+    let _ = writeln!(out, "{name}_count{{protocol=\"amqp091\"}} {cumulative}");
 }
 
 const CONTENT_TYPE: &str = "text/plain; version=0.0.4; charset=utf-8";
@@ -342,6 +414,7 @@ const CONTENT_TYPE: &str = "text/plain; version=0.0.4; charset=utf-8";
 async fn aggregated(State(b): State<Arc<Broker>>) -> impl IntoResponse {
     let queues = queue_gauges(&b).await;
     let mut out = String::new();
+    identity(&b, &mut out, "aggregated");
     node_families(&b, &mut out, &queues);
     node_counters(&b, &mut out);
     for (name, help, value) in QUEUE_FAMILIES {
@@ -358,6 +431,7 @@ async fn aggregated(State(b): State<Arc<Broker>>) -> impl IntoResponse {
 async fn per_object(State(b): State<Arc<Broker>>) -> impl IntoResponse {
     let queues = queue_gauges(&b).await;
     let mut out = String::new();
+    identity(&b, &mut out, "per-object");
     node_families(&b, &mut out, &queues);
     node_counters(&b, &mut out);
     channel_series(&b, &mut out, "rabbitmq_", |_| true);

@@ -170,6 +170,7 @@ impl Connection {
         )?;
         let msg = self.rewrite_reply_to(ch, msg)?;
         ch.stats.add(Counter::Publish, 1);
+        ch.stats.observe_publish(msg.body_len() as u64, ch.confirm);
         let mut confirms = match waiters {
             _ if ch.confirm => PublishConfirms::Channel {
                 sink: &self.sink,
