@@ -7,10 +7,9 @@ use crate::exchange::Destination;
 use crate::permissions::{Access, Permission, Permissions, TopicPermission};
 use crate::policy::Policy;
 use crate::queue::QueueShared;
-use crate::store::schema;
 use crate::store::RecoveredPermission;
-use crate::store::{Op, Recovered, Store, StoreError};
-use crate::vhost::policies::{component, parameter_key};
+use crate::store::{Recovered, Store, StoreError};
+use crate::vhost::policies::component;
 use crate::vhost::VHost;
 use dashmap::DashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -102,9 +101,9 @@ impl Broker {
                 self.config.default_pass.clone(),
                 self.config.default_vhost.clone(),
             );
-            self.store.submit(Op::PutVhost(vhost.clone()));
+            self.store.put_vhost(&vhost);
             let user = User::new(&user, &pass, &["administrator"]);
-            self.store.submit(user_record(&user));
+            self.store.put_user(&user_record(&user));
             self.set_permission(&vhost, &user.name, Permission::full());
             self.users.insert(user.name.clone(), user);
             vhosts.push(vhost);
@@ -165,7 +164,7 @@ impl Broker {
         }
         for x in r.exchanges {
             if let Some(v) = self.vhost(&x.vhost) {
-                v.restore_exchange(&x.name, &x.kind, x.flags, x.arguments);
+                v.restore_exchange(&x.name, &x.kind, x.auto_delete, x.internal, x.arguments);
             }
         }
         let mut max_id = 0;
@@ -204,7 +203,7 @@ impl Broker {
         if self.vhosts.contains_key(name) {
             return false;
         }
-        self.store.submit(Op::PutVhost(name.to_owned()));
+        self.store.put_vhost(name);
         let v = VHost::new(name, self.store.clone(), self.config.max_queues_per_vhost);
         self.vhosts.insert(name.to_owned(), v);
         true
@@ -226,10 +225,7 @@ impl Broker {
         } else {
             serde_json::Value::Object(limits).to_string()
         };
-        self.store.submit(Op::PutVhostLimits {
-            vhost: vhost.to_owned(),
-            json,
-        });
+        self.store.put_vhost_limits(vhost, json);
         true
     }
 
@@ -256,9 +252,8 @@ impl Broker {
         }
         for operator in [false, true] {
             for p in v.policies.list(operator) {
-                self.store.submit(Op::DeleteParameter {
-                    key: parameter_key(component(operator), name, &p.name),
-                });
+                self.store
+                    .delete_parameter(component(operator), name, &p.name);
             }
         }
         for (vhost, user, _) in self.permissions.list() {
@@ -269,7 +264,7 @@ impl Broker {
         for u in self.users() {
             self.clear_topic_permissions(name, &u.name, None);
         }
-        self.store.submit(Op::DeleteVhost(name.to_owned()));
+        self.store.delete_vhost(name);
         true
     }
 
@@ -300,7 +295,7 @@ impl Broker {
 
     /// Creates or replaces a user (persisted); true when it is new.
     pub fn put_user(&self, user: User) -> bool {
-        self.store.submit(user_record(&user));
+        self.store.put_user(&user_record(&user));
         self.users.insert(user.name.clone(), user).is_none()
     }
 
@@ -308,11 +303,9 @@ impl Broker {
     pub fn delete_user(&self, name: &str) -> bool {
         let found = self.users.remove(name).is_some();
         if found {
-            self.store.submit(Op::DeleteUser(name.to_owned()));
+            self.store.delete_user(name);
             if self.user_limits.remove(name).is_some() {
-                self.store.submit(Op::DeleteParameter {
-                    key: parameter_key(USER_LIMITS, "", name),
-                });
+                self.store.delete_parameter(USER_LIMITS, "", name);
             }
             for (vhost, user, _) in self.permissions.list() {
                 if user == name {
@@ -328,14 +321,13 @@ impl Broker {
 
     /// Sets a user's configure/write/read permissions in a vhost (persisted).
     pub fn set_permission(&self, vhost: &str, user: &str, p: Permission) {
-        self.store.submit(Op::PutPermission {
-            key: schema::encode_parts(&[b"p", vhost.as_bytes(), user.as_bytes()]),
-            value: schema::encode_parts(&[
-                p.pattern(Access::Configure).as_bytes(),
-                p.pattern(Access::Write).as_bytes(),
-                p.pattern(Access::Read).as_bytes(),
-            ]),
-        });
+        self.store.put_permission(
+            vhost,
+            user,
+            p.pattern(Access::Configure),
+            p.pattern(Access::Write),
+            p.pattern(Access::Read),
+        );
         self.permissions.set(vhost, user, p);
     }
 
@@ -343,19 +335,15 @@ impl Broker {
     pub fn clear_permission(&self, vhost: &str, user: &str) -> bool {
         let found = self.permissions.clear(vhost, user);
         if found {
-            self.store.submit(Op::DeletePermission {
-                key: schema::encode_parts(&[b"p", vhost.as_bytes(), user.as_bytes()]),
-            });
+            self.store.delete_permission(vhost, user);
         }
         found
     }
 
     /// Sets a user's topic permission on an exchange (persisted).
     pub fn set_topic_permission(&self, vhost: &str, user: &str, t: TopicPermission) {
-        self.store.submit(Op::PutPermission {
-            key: topic_key(vhost, user, &t.exchange),
-            value: schema::encode_parts(&[t.write().as_bytes(), t.read().as_bytes()]),
-        });
+        self.store
+            .put_topic_permission(vhost, user, &t.exchange, t.write(), t.read());
         self.permissions.set_topic(vhost, user, t);
     }
 
@@ -364,9 +352,7 @@ impl Broker {
     pub fn clear_topic_permissions(&self, vhost: &str, user: &str, exchange: Option<&str>) -> bool {
         let gone = self.permissions.clear_topics(vhost, user, exchange);
         for x in &gone {
-            self.store.submit(Op::DeletePermission {
-                key: topic_key(vhost, user, x),
-            });
+            self.store.delete_topic_permission(vhost, user, x);
         }
         !gone.is_empty()
     }
@@ -420,10 +406,8 @@ impl Broker {
 
     /// Sets a global parameter (persisted); true when it is new.
     pub fn put_global_parameter(&self, name: &str, value: serde_json::Value) -> bool {
-        self.store.submit(Op::PutParameter {
-            key: parameter_key(GLOBAL, "", name),
-            value: value.to_string().into_bytes(),
-        });
+        self.store
+            .put_parameter(GLOBAL, "", name, &value.to_string());
         self.global_parameters
             .insert(name.to_owned(), value)
             .is_none()
@@ -434,9 +418,7 @@ impl Broker {
         if self.global_parameters.remove(name).is_none() {
             return false;
         }
-        self.store.submit(Op::DeleteParameter {
-            key: parameter_key(GLOBAL, "", name),
-        });
+        self.store.delete_parameter(GLOBAL, "", name);
         true
     }
 
@@ -491,16 +473,13 @@ impl Broker {
                 limits.remove(name);
             }
         }
-        let key = parameter_key(USER_LIMITS, "", user);
         if limits.is_empty() {
             drop(limits);
             self.user_limits.remove(user);
-            self.store.submit(Op::DeleteParameter { key });
+            self.store.delete_parameter(USER_LIMITS, "", user);
         } else {
-            let value = serde_json::Value::Object(limits.clone())
-                .to_string()
-                .into_bytes();
-            self.store.submit(Op::PutParameter { key, value });
+            let value = serde_json::Value::Object(limits.clone()).to_string();
+            self.store.put_parameter(USER_LIMITS, "", user, &value);
         }
         true
     }
@@ -544,18 +523,12 @@ impl Broker {
     }
 }
 
-fn topic_key(vhost: &str, user: &str, exchange: &str) -> Vec<u8> {
-    schema::encode_parts(&[b"t", vhost.as_bytes(), user.as_bytes(), exchange.as_bytes()])
-}
-
-/// The store operation that records a user: hash, tags, hashing module.
-fn user_record(user: &User) -> Op {
-    Op::PutUser {
-        name: user.name.clone(),
-        value: schema::encode_parts(&[
-            user.password_hash().as_bytes(),
-            user.tags.join(",").as_bytes(),
-            user.hashing.name().as_bytes(),
-        ]),
+/// How the store records a user: hash, tags, hashing module.
+fn user_record(user: &User) -> crate::store::UserRecord<'_> {
+    crate::store::UserRecord {
+        name: &user.name,
+        password_hash: user.password_hash(),
+        tags: &user.tags,
+        hashing: user.hashing.name(),
     }
 }

@@ -6,8 +6,7 @@
 use crate::broker::Broker;
 use crate::confirm::ConfirmToken;
 use crate::message::Message;
-use crate::store::schema;
-use crate::store::{Op, Store};
+use crate::store::Store;
 use crate::vhost::publish::{NoConfirms, PublishContext, RouteState};
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashMap};
@@ -98,17 +97,8 @@ impl Delayer {
         let due = unix_ms().saturating_add(delay_ms);
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
         if durable {
-            let stored = schema::encode_message(
-                msg.exchange.as_str(),
-                msg.routing_key.as_str(),
-                msg.raw_properties().len(),
-                msg.data(),
-            );
-            self.store.submit(Op::PutDelayed {
-                key: (due, id),
-                value: schema::encode_parts(&[vhost.as_bytes(), exchange.as_bytes(), &stored]),
-                token,
-            });
+            self.store
+                .put_delayed((due, id), vhost, exchange, &msg, token);
         } else if let Some(t) = token {
             t.complete(true);
         }
@@ -171,7 +161,7 @@ async fn run(
 /// Routes a message whose delay is over through its exchange (gone exchange: dropped).
 async fn release(broker: &Weak<Broker>, store: &Store, d: Delayed) {
     if d.stored {
-        store.submit(Op::DeleteDelayed { key: (d.due, d.id) });
+        store.delete_delayed((d.due, d.id));
     }
     let Some(b) = broker.upgrade() else { return };
     let Some(vhost) = b.vhost(&d.vhost) else {

@@ -29,7 +29,13 @@ pub(crate) fn properties_key(key: &str, args: &FieldTable) -> String {
     } else {
         use base64::Engine;
         use sha2::{Digest, Sha256};
-        let digest = Sha256::digest(crate::store::schema::encode_table(args));
+        // The arguments in AMQP wire form (a field table's keys are sorted, so it is canonical).
+        let wire = cookie_factory::gen_simple(
+            amq_protocol::types::generation::gen_field_table(args),
+            Vec::new(),
+        )
+        .unwrap_or_default();
+        let digest = Sha256::digest(wire);
         format!(
             "{key}~{}",
             base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(&digest[..9])

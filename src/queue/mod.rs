@@ -13,8 +13,7 @@ use crate::confirm::ConfirmToken;
 use crate::error::{AmqpError, AmqpResult};
 use crate::message::Message;
 use crate::policy::Applied;
-use crate::store::schema::{self, flags};
-use crate::store::{Op, RecoveredQueue};
+use crate::store::RecoveredQueue;
 use crate::vhost::VHost;
 use amq_protocol::types::FieldTable;
 use consumer::ConsumerSpec;
@@ -190,18 +189,12 @@ impl QueueShared {
         let store_id =
             (durable && exclusive_owner.is_none()).then(|| vhost.store.allocate_queue_id());
         if let Some(id) = store_id {
-            let f = if auto_delete {
-                flags::DURABLE | flags::AUTO_DELETE
-            } else {
-                flags::DURABLE
-            };
-            vhost.store.submit(Op::PutQueue {
-                key: vhost.entity_key(&name),
-                value: schema::encode_parts(&[
-                    &id.to_be_bytes(),
-                    &[f],
-                    &schema::encode_table(&arguments),
-                ]),
+            vhost.store.put_queue(&crate::store::QueueRecord {
+                vhost: &vhost.name,
+                name: &name,
+                id,
+                auto_delete,
+                arguments: &arguments,
             });
         }
         let (tx, ctl, rx) = actor::mailbox(MAILBOX);
@@ -236,7 +229,7 @@ impl QueueShared {
             vhost: vhost.name.clone(),
             durable: true,
             exclusive_owner: None,
-            auto_delete: r.flags & flags::AUTO_DELETE != 0,
+            auto_delete: r.auto_delete,
             args,
             may_reject: applied.args.may_reject().into(),
             applied: std::sync::RwLock::new(Arc::new(applied)),

@@ -3,11 +3,15 @@
 //! writer thread (`writer.rs`, group commit); reads (recovery, paging bodies back in) use their
 //! own read transactions and never wait for the writer.
 
+mod metadata;
 pub mod paging;
 mod recovery;
+/// Table layout and encodings. Public only for the store's own white-box tests in `tests/`
+/// (schema version, stored hashes); the rest of the broker goes through the typed API.
 pub mod schema;
 mod writer;
 
+pub use metadata::{BindingDestination, BindingRecord, ExchangeRecord, QueueRecord, UserRecord};
 pub use recovery::{
     Recovered, RecoveredBinding, RecoveredExchange, RecoveredMessage, RecoveredPermission,
     RecoveredQueue,

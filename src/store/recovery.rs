@@ -42,8 +42,10 @@ pub struct RecoveredExchange {
     pub name: String,
     /// Type name.
     pub kind: String,
-    /// Durable / auto-delete / internal bits.
-    pub flags: u8,
+    /// auto-delete.
+    pub auto_delete: bool,
+    /// internal.
+    pub internal: bool,
     /// Arguments.
     pub arguments: FieldTable,
 }
@@ -70,8 +72,8 @@ pub struct RecoveredQueue {
     pub name: String,
     /// Store id.
     pub id: u64,
-    /// Flag bits.
-    pub flags: u8,
+    /// auto-delete.
+    pub auto_delete: bool,
     /// Arguments.
     pub arguments: FieldTable,
     /// Its stored messages in sequence order.
@@ -230,7 +232,8 @@ pub(super) fn recover(db: &Database, fresh: bool) -> Result<Recovered, StoreErro
                 vhost: text(key[0]),
                 name: text(key[1]),
                 kind: text(val[0]),
-                flags: val[1].first().copied().unwrap_or(flags::DURABLE),
+                auto_delete: flag_set(val[1], flags::AUTO_DELETE),
+                internal: flag_set(val[1], flags::INTERNAL),
                 arguments: schema::decode_table(val[2]).unwrap_or_default(),
             });
         }
@@ -257,7 +260,7 @@ pub(super) fn recover(db: &Database, fresh: bool) -> Result<Recovered, StoreErro
                 vhost: text(key[0]),
                 name: text(key[1]),
                 id,
-                flags: val[1].first().copied().unwrap_or(flags::DURABLE),
+                auto_delete: flag_set(val[1], flags::AUTO_DELETE),
                 arguments: schema::decode_table(val[2]).unwrap_or_default(),
                 messages: Vec::new(),
                 delivered: delivered.get(&id).copied(),
@@ -344,4 +347,9 @@ pub(super) fn recover(db: &Database, fresh: bool) -> Result<Recovered, StoreErro
         txn.commit().map_err(io)?;
     }
     Ok(r)
+}
+
+/// Whether a stored flags part has `bit` set (an empty part: durable only).
+fn flag_set(part: &[u8], bit: u8) -> bool {
+    part.first().copied().unwrap_or(flags::DURABLE) & bit != 0
 }

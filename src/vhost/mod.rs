@@ -8,8 +8,7 @@ use crate::exchange::{
 };
 use crate::queue::args::QueueArgs;
 use crate::queue::{QueueRef, QueueShared};
-use crate::store::schema::{self, flags};
-use crate::store::{Op, Store};
+use crate::store::{BindingDestination, BindingRecord, ExchangeRecord, Store};
 use amq_protocol::types::{AMQPValue, FieldTable};
 use dashmap::DashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -166,26 +165,14 @@ impl VHost {
         AmqpError::access_refused("operation not permitted on the default exchange")
     }
 
-    /// Store key of an entity of this vhost.
-    pub fn entity_key(&self, name: &str) -> Vec<u8> {
-        schema::encode_parts(&[self.name.as_bytes(), name.as_bytes()])
-    }
-
     fn persist_exchange(&self, x: &Exchange) {
-        let mut f = flags::DURABLE;
-        if x.auto_delete {
-            f |= flags::AUTO_DELETE;
-        }
-        if x.internal {
-            f |= flags::INTERNAL;
-        }
-        self.store.submit(Op::PutExchange {
-            key: self.entity_key(&x.name),
-            value: schema::encode_parts(&[
-                x.type_name().as_bytes(),
-                &[f],
-                &schema::encode_table(&x.arguments),
-            ]),
+        self.store.put_exchange(&ExchangeRecord {
+            vhost: &self.name,
+            name: &x.name,
+            kind: x.type_name(),
+            auto_delete: x.auto_delete,
+            internal: x.internal,
+            arguments: &x.arguments,
         });
     }
 
@@ -198,27 +185,25 @@ impl VHost {
             }
     }
 
-    fn binding_key(&self, source: &str, b: &Binding) -> Vec<u8> {
-        let (kind, dest): (&[u8], &str) = match &b.destination {
-            Destination::Queue(q) => (b"q", &q.name),
-            Destination::Exchange(x) => (b"e", x),
-        };
-        schema::encode_parts(&[
-            self.name.as_bytes(),
-            source.as_bytes(),
-            kind,
-            dest.as_bytes(),
-            b.key.as_bytes(),
-            &schema::encode_table(&b.arguments),
-        ])
+    /// A binding of `source` as the store records it.
+    fn binding_record<'a>(&'a self, source: &'a str, b: &'a Binding) -> BindingRecord<'a> {
+        BindingRecord {
+            vhost: &self.name,
+            source,
+            destination: match &b.destination {
+                Destination::Queue(q) => BindingDestination::Queue(&q.name),
+                Destination::Exchange(x) => BindingDestination::Exchange(x),
+            },
+            routing_key: &b.key,
+            arguments: &b.arguments,
+        }
     }
 
     fn add_binding(&self, x: &Exchange, b: Binding) {
-        let durable = self.durable_binding(x, &b.destination);
-        let key = durable.then(|| self.binding_key(&x.name, &b));
+        let durable = self.durable_binding(x, &b.destination).then(|| b.clone());
         if x.bindings_mut().add(b) {
-            if let Some(key) = key {
-                self.store.submit(Op::PutBinding { key });
+            if let Some(b) = durable {
+                self.store.put_binding(&self.binding_record(&x.name, &b));
             }
         }
     }
@@ -226,9 +211,8 @@ impl VHost {
     fn forget_bindings(&self, source: &Exchange, gone: &[Binding]) {
         for b in gone {
             if self.durable_binding(source, &b.destination) {
-                self.store.submit(Op::DeleteBinding {
-                    key: self.binding_key(&source.name, b),
-                });
+                self.store
+                    .delete_binding(&self.binding_record(&source.name, b));
             }
         }
     }
@@ -238,7 +222,8 @@ impl VHost {
         &self,
         name: &str,
         type_name: &str,
-        flag_bits: u8,
+        auto_delete: bool,
+        internal: bool,
         arguments: FieldTable,
     ) {
         let Some((kind, delayed)) = resolve_type(type_name, &arguments) else {
@@ -248,8 +233,8 @@ impl VHost {
             name.to_owned(),
             kind,
             true,
-            flag_bits & flags::AUTO_DELETE != 0,
-            flag_bits & flags::INTERNAL != 0,
+            auto_delete,
+            internal,
             arguments,
         );
         if delayed {
@@ -453,9 +438,7 @@ impl VHost {
         let own: Vec<Binding> = x.bindings().list().to_vec();
         self.forget_bindings(&x, &own);
         if x.durable {
-            self.store.submit(Op::DeleteExchange {
-                key: self.entity_key(name),
-            });
+            self.store.delete_exchange(&self.name, name);
         }
         self.remove_destination(&Destination::Exchange(name.to_owned()));
     }

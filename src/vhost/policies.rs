@@ -3,7 +3,6 @@
 
 use super::VHost;
 use crate::policy::Policy;
-use crate::store::{schema, Op};
 
 /// RabbitMQ's runtime-parameter component of a policy kind.
 pub fn component(operator: bool) -> &'static str {
@@ -14,19 +13,16 @@ pub fn component(operator: bool) -> &'static str {
     }
 }
 
-/// The store key of a runtime parameter.
-pub fn parameter_key(component: &str, vhost: &str, name: &str) -> Vec<u8> {
-    schema::encode_parts(&[component.as_bytes(), vhost.as_bytes(), name.as_bytes()])
-}
-
 impl VHost {
     /// Sets a policy (persisted) and applies it to existing queues and exchanges; true when
     /// it is new.
     pub async fn put_policy(&self, p: Policy, operator: bool) -> bool {
-        self.store.submit(Op::PutParameter {
-            key: parameter_key(component(operator), &self.name, &p.name),
-            value: p.to_json().to_string().into_bytes(),
-        });
+        self.store.put_parameter(
+            component(operator),
+            &self.name,
+            &p.name,
+            &p.to_json().to_string(),
+        );
         let fresh = self.policies.put(p, operator);
         self.apply_policies().await;
         fresh
@@ -37,9 +33,8 @@ impl VHost {
         if !self.policies.remove(name, operator) {
             return false;
         }
-        self.store.submit(Op::DeleteParameter {
-            key: parameter_key(component(operator), &self.name, name),
-        });
+        self.store
+            .delete_parameter(component(operator), &self.name, name);
         self.apply_policies().await;
         true
     }

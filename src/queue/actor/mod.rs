@@ -687,10 +687,11 @@ impl QueueActor {
         self.ready.clear();
         self.unacked.clear();
         if let (Some(id), Some(vhost)) = (self.shared.store_id, self.vhost.upgrade()) {
-            self.pending.push(Pending::Op(Op::DeleteQueue {
-                key: vhost.entity_key(&self.shared.name),
+            self.pending.push(Pending::Op(Op::delete_queue(
+                &vhost.name,
+                &self.shared.name,
                 id,
-            }));
+            )));
         }
         self.stopped = true;
     }

@@ -1,0 +1,79 @@
+//! Structural checks of the seams (issue #16): routing and enqueueing happen only in the core's
+//! one publish path (`src/vhost/`), and store keys and values are encoded only in `src/store/`.
+//! A front end that routes by itself, or a module that builds store keys, fails here.
+
+use std::path::{Path, PathBuf};
+
+fn sources(dir: &Path, out: &mut Vec<PathBuf>) {
+    for e in std::fs::read_dir(dir).expect("src dir").flatten() {
+        let p = e.path();
+        if p.is_dir() {
+            sources(&p, out);
+        } else if p.extension().is_some_and(|x| x == "rs") {
+            out.push(p);
+        }
+    }
+}
+
+/// Lines of non-test code in files outside `allowed` that contain any of `needles`.
+fn offenders(allowed: &[&str], needles: &[&str]) -> Vec<String> {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut files = Vec::new();
+    sources(&root.join("src"), &mut files);
+    let mut found = Vec::new();
+    for f in files {
+        let rel = f
+            .strip_prefix(root)
+            .unwrap_or(&f)
+            .to_string_lossy()
+            .into_owned();
+        if allowed.iter().any(|a| rel.starts_with(a)) {
+            continue;
+        }
+        let text = std::fs::read_to_string(&f).unwrap_or_default();
+        // Unit tests at the end of a file may build what they test.
+        let code = text.split("#[cfg(test)]").next().unwrap_or("");
+        for (i, line) in code.lines().enumerate() {
+            if needles.iter().any(|n| line.contains(n)) {
+                found.push(format!("{rel}:{}: {}", i + 1, line.trim()));
+            }
+        }
+    }
+    found
+}
+
+#[test]
+fn routing_and_enqueueing_happen_only_in_the_core_publish_path() {
+    let found = offenders(
+        &["src/vhost/", "src/queue/", "src/exchange/"],
+        &[
+            ".route(&",
+            "vhost.route(",
+            "q.publish(",
+            "sender_selected()",
+            "deliver_reply(",
+        ],
+    );
+    assert!(found.is_empty(), "routing outside the core: {found:#?}");
+}
+
+#[test]
+fn store_keys_and_values_are_encoded_only_in_the_store() {
+    let found = offenders(
+        &["src/store/"],
+        &[
+            "store::schema",
+            "schema::encode",
+            "Op::Put",
+            "Op::DeletePermission",
+            "Op::DeleteParameter",
+            "Op::DeleteExchange",
+            "Op::DeleteBinding",
+            "Op::DeleteQueue {",
+        ],
+    );
+    assert!(
+        found.is_empty(),
+        "store encoding outside src/store/: {found:#?}"
+    );
+}
