@@ -1,7 +1,8 @@
 //! One client connection after the handshake: the task that reads the socket and owns the
 //! channel table, and the writer task that coalesces everything queued for the socket into few
 //! writes and sends heartbeats. Deliveries from queues arrive in this task's inbox and are
-//! encoded here, where the channel's delivery tags and unacked list live.
+//! handled in `events.rs`. Closing half-closes the socket and reads until the peer closes, so
+//! a close is never lost to a reset.
 
 use crate::amqp::buffers::{read_some, BUFFER_LARGE, BUFFER_SMALL};
 use crate::amqp::channel::Channel;
@@ -12,10 +13,10 @@ use crate::amqp::handshake::Opened;
 use crate::broker::Broker;
 use crate::connections::ConnectionInfo;
 use crate::error::{code, AmqpError, AmqpResult, Scope};
-use crate::queue::consumer::{ConsumerEvent, ConsumerSink, Delivery, PENDING_WINDOW};
+use crate::queue::consumer::ConsumerSink;
 use crate::queue::QueueRef;
 use crate::vhost::VHost;
-use amq_protocol::protocol::{basic, channel, connection, AMQPClass};
+use amq_protocol::protocol::{channel, connection, AMQPClass};
 use bytes::{Bytes, BytesMut};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -602,7 +603,7 @@ impl Connection {
     }
 
     /// Sends channel.close for a channel error and releases what the channel held.
-    async fn close_channel(&mut self, ch: &mut Channel, e: AmqpError) {
+    pub(crate) async fn close_channel(&mut self, ch: &mut Channel, e: AmqpError) {
         tracing::debug!(connection = self.id, channel = ch.id, code = e.code, text = %e.text, "closing channel");
         self.send_method(
             ch.id,
@@ -631,168 +632,6 @@ impl Connection {
         let entries: Vec<_> = ch.unacked.drain(..).map(|e| (e.queue, e.seq)).collect();
         for (q, seqs) in crate::amqp::channel::group_by_queue(entries) {
             q.requeue(seqs).await;
-        }
-    }
-
-    async fn on_event(&mut self, e: ConsumerEvent) {
-        match e {
-            ConsumerEvent::Deliver(d) => self.on_deliver(d).await,
-            ConsumerEvent::Confirm {
-                channel,
-                channel_uid,
-                seq,
-                ok,
-            } => {
-                if let Some(ch) = self.open_channel(channel).filter(|c| c.uid == channel_uid) {
-                    ch.confirms.outcome(seq, ok);
-                    if !self.confirm_dirty.contains(&channel) {
-                        self.confirm_dirty.push(channel);
-                    }
-                }
-            }
-            ConsumerEvent::DirectReply {
-                channel,
-                channel_uid,
-                tag,
-                msg,
-            } => {
-                let frame_max = self.frame_max;
-                let closing = self.closing.is_some();
-                let out = &mut self.out;
-                if let Some(ch) = self.channels.get_mut(channel) {
-                    let live = ch.uid == channel_uid
-                        && ch.reply_to.as_ref().is_some_and(|(t, _)| *t == tag);
-                    if live && !ch.closing && !closing {
-                        let delivery_tag = ch.next_delivery_tag();
-                        codec::encode_deliver(
-                            out,
-                            channel,
-                            &codec::DeliverFields {
-                                consumer_tag: &tag,
-                                delivery_tag,
-                                redelivered: false,
-                                exchange: msg.exchange.as_str(),
-                                routing_key: msg.routing_key.as_str(),
-                            },
-                        );
-                        codec::encode_content(
-                            out,
-                            channel,
-                            msg.raw_properties(),
-                            msg.body(),
-                            frame_max,
-                        );
-                    }
-                }
-            }
-            ConsumerEvent::TimedOut { channel, timeout } => {
-                if self.closing.is_some() {
-                    return;
-                }
-                if let Some(mut ch) = self.channels.take(channel) {
-                    if !ch.closing {
-                        let e = AmqpError::precondition_failed(format!(
-                            "delivery acknowledgement on channel {channel} timed out. Timeout value used: \
-                             {timeout} ms. This timeout value can be configured, see consumers doc guide \
-                             to learn more"
-                        ));
-                        self.close_channel(&mut ch, e).await;
-                    }
-                    self.channels.put(ch);
-                }
-            }
-            ConsumerEvent::Cancelled { channel, tag } => {
-                let notify = self.cancel_notify && self.closing.is_none();
-                let Some(ch) = self.open_channel(channel) else {
-                    return;
-                };
-                if ch.consumers.remove(&tag).is_some() && notify {
-                    self.send_method(
-                        channel,
-                        AMQPClass::Basic(basic::AMQPMethod::Cancel(basic::Cancel {
-                            consumer_tag: tag.as_ref().into(),
-                            nowait: true,
-                        })),
-                    );
-                }
-            }
-        }
-    }
-
-    async fn on_deliver(&mut self, d: Delivery) {
-        if d.pending.fetch_sub(1, Ordering::AcqRel) == PENDING_WINDOW {
-            d.queue.kick();
-        }
-        let frame_max = self.frame_max;
-        let out = &mut self.out;
-        let closing = self.closing.is_some();
-        let ch = match self.channels.get_mut(d.channel) {
-            Some(ch)
-                if !closing
-                    && !ch.closing
-                    && ch.consumers.get(&d.tag).is_some_and(|c| c.id == d.consumer) =>
-            {
-                ch
-            }
-            other => {
-                // Connection or channel closing, or consumer cancelled: the message never
-                // reached the client, so it goes back.
-                if let Some(ch) = other {
-                    if !d.no_ack {
-                        ch.limiter.release(1);
-                    }
-                }
-                d.queue
-                    .return_undelivered(d.seq, d.msg, d.redelivered)
-                    .await;
-                return;
-            }
-        };
-        let tag = ch.next_delivery_tag();
-        codec::encode_deliver(
-            out,
-            d.channel,
-            &codec::DeliverFields {
-                consumer_tag: &d.tag,
-                delivery_tag: tag,
-                redelivered: d.redelivered,
-                exchange: d.msg.exchange.as_str(),
-                routing_key: d.msg.routing_key.as_str(),
-            },
-        );
-        if d.msg.body_len() >= codec::SHARED_BODY_MIN {
-            codec::encode_content_shared(
-                out,
-                &mut self.out_chunks,
-                d.channel,
-                d.msg.raw_properties(),
-                &d.msg.body_bytes(),
-                frame_max,
-            );
-        } else {
-            codec::encode_content(
-                out,
-                d.channel,
-                d.msg.raw_properties(),
-                d.msg.body(),
-                frame_max,
-            );
-        }
-        use crate::channels::Counter;
-        if d.redelivered {
-            ch.stats.add(Counter::Redeliver, 1);
-        }
-        if d.no_ack {
-            ch.stats.add(Counter::DeliverNoAck, 1);
-        } else {
-            ch.stats.add(Counter::Deliver, 1);
-            ch.unacked.push_back(crate::amqp::channel::UnackedEntry {
-                tag,
-                queue: d.queue,
-                seq: d.seq,
-                counted: true,
-            });
-            ch.update_unacked_gauge();
         }
     }
 

@@ -11,6 +11,7 @@ mod cleanup_tests;
 pub mod codec;
 pub(crate) mod connection;
 mod direct;
+mod events;
 mod flow;
 pub(crate) mod handshake;
 mod methods;

@@ -1,0 +1,174 @@
+//! What a connection's inbox brings: deliveries from queues (encoded here, where the channel's
+//! delivery tags and unacked list live), confirms of stored publishes, direct replies, consumer
+//! timeouts and cancellations.
+
+use crate::amqp::codec;
+use crate::amqp::connection::Connection;
+use crate::error::AmqpError;
+use crate::queue::consumer::{ConsumerEvent, Delivery, PENDING_WINDOW};
+use amq_protocol::protocol::{basic, AMQPClass};
+use std::sync::atomic::Ordering;
+
+impl Connection {
+    pub(crate) async fn on_event(&mut self, e: ConsumerEvent) {
+        match e {
+            ConsumerEvent::Deliver(d) => self.on_deliver(d).await,
+            ConsumerEvent::Confirm {
+                channel,
+                channel_uid,
+                seq,
+                ok,
+            } => {
+                if let Some(ch) = self.open_channel(channel).filter(|c| c.uid == channel_uid) {
+                    ch.confirms.outcome(seq, ok);
+                    if !self.confirm_dirty.contains(&channel) {
+                        self.confirm_dirty.push(channel);
+                    }
+                }
+            }
+            ConsumerEvent::DirectReply {
+                channel,
+                channel_uid,
+                tag,
+                msg,
+            } => {
+                let frame_max = self.frame_max;
+                let closing = self.closing.is_some();
+                let out = &mut self.out;
+                if let Some(ch) = self.channels.get_mut(channel) {
+                    let live = ch.uid == channel_uid
+                        && ch.reply_to.as_ref().is_some_and(|(t, _)| *t == tag);
+                    if live && !ch.closing && !closing {
+                        let delivery_tag = ch.next_delivery_tag();
+                        codec::encode_deliver(
+                            out,
+                            channel,
+                            &codec::DeliverFields {
+                                consumer_tag: &tag,
+                                delivery_tag,
+                                redelivered: false,
+                                exchange: msg.exchange.as_str(),
+                                routing_key: msg.routing_key.as_str(),
+                            },
+                        );
+                        codec::encode_content(
+                            out,
+                            channel,
+                            msg.raw_properties(),
+                            msg.body(),
+                            frame_max,
+                        );
+                    }
+                }
+            }
+            ConsumerEvent::TimedOut { channel, timeout } => {
+                if self.closing.is_some() {
+                    return;
+                }
+                if let Some(mut ch) = self.channels.take(channel) {
+                    if !ch.closing {
+                        let e = AmqpError::precondition_failed(format!(
+                            "delivery acknowledgement on channel {channel} timed out. Timeout value used: \
+                             {timeout} ms. This timeout value can be configured, see consumers doc guide \
+                             to learn more"
+                        ));
+                        self.close_channel(&mut ch, e).await;
+                    }
+                    self.channels.put(ch);
+                }
+            }
+            ConsumerEvent::Cancelled { channel, tag } => {
+                let notify = self.cancel_notify && self.closing.is_none();
+                let Some(ch) = self.open_channel(channel) else {
+                    return;
+                };
+                if ch.consumers.remove(&tag).is_some() && notify {
+                    self.send_method(
+                        channel,
+                        AMQPClass::Basic(basic::AMQPMethod::Cancel(basic::Cancel {
+                            consumer_tag: tag.as_ref().into(),
+                            nowait: true,
+                        })),
+                    );
+                }
+            }
+        }
+    }
+
+    async fn on_deliver(&mut self, d: Delivery) {
+        if d.pending.fetch_sub(1, Ordering::AcqRel) == PENDING_WINDOW {
+            d.queue.kick();
+        }
+        let frame_max = self.frame_max;
+        let out = &mut self.out;
+        let closing = self.closing.is_some();
+        let ch = match self.channels.get_mut(d.channel) {
+            Some(ch)
+                if !closing
+                    && !ch.closing
+                    && ch.consumers.get(&d.tag).is_some_and(|c| c.id == d.consumer) =>
+            {
+                ch
+            }
+            other => {
+                // Connection or channel closing, or consumer cancelled: the message never
+                // reached the client, so it goes back.
+                if let Some(ch) = other {
+                    if !d.no_ack {
+                        ch.limiter.release(1);
+                    }
+                }
+                d.queue
+                    .return_undelivered(d.seq, d.msg, d.redelivered)
+                    .await;
+                return;
+            }
+        };
+        let tag = ch.next_delivery_tag();
+        codec::encode_deliver(
+            out,
+            d.channel,
+            &codec::DeliverFields {
+                consumer_tag: &d.tag,
+                delivery_tag: tag,
+                redelivered: d.redelivered,
+                exchange: d.msg.exchange.as_str(),
+                routing_key: d.msg.routing_key.as_str(),
+            },
+        );
+        if d.msg.body_len() >= codec::SHARED_BODY_MIN {
+            codec::encode_content_shared(
+                out,
+                &mut self.out_chunks,
+                d.channel,
+                d.msg.raw_properties(),
+                &d.msg.body_bytes(),
+                frame_max,
+            );
+        } else {
+            codec::encode_content(
+                out,
+                d.channel,
+                d.msg.raw_properties(),
+                d.msg.body(),
+                frame_max,
+            );
+        }
+        use crate::channels::Counter;
+        if d.redelivered {
+            ch.stats.add(Counter::Redeliver, 1);
+        }
+        if d.no_ack {
+            ch.stats.add(Counter::DeliverNoAck, 1);
+        } else {
+            ch.stats.add(Counter::Deliver, 1);
+            ch.unacked.push_back(crate::amqp::channel::UnackedEntry {
+                tag,
+                queue: d.queue,
+                seq: d.seq,
+                counted: true,
+            });
+            ch.update_unacked_gauge();
+        }
+    }
+}
