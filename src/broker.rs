@@ -121,7 +121,8 @@ impl Broker {
         }
         for u in users {
             let tags: Vec<&str> = u.tags.iter().map(String::as_str).collect();
-            match User::with_hashing(&u.name, &u.hash, u.hashing, &tags) {
+            let hashing = crate::auth::Hashing::from_name(&u.hashing).unwrap_or_default();
+            match User::with_hashing(&u.name, &u.hash, hashing, &tags) {
                 Some(user) => {
                     self.users.insert(u.name, user);
                 }

@@ -96,6 +96,11 @@ pub struct Config {
     pub max_unacked_per_channel: u32,
 }
 
+/// Default `queue_window_messages`: ready messages a queue keeps in memory.
+pub const QUEUE_WINDOW_MESSAGES: usize = 16_384;
+/// Default `queue_window_bytes`: their body bytes.
+pub const QUEUE_WINDOW_BYTES: u64 = 8 << 20;
+
 /// How log lines are written.
 #[derive(Clone, Copy, Debug, Default, Deserialize, PartialEq, Eq)]
 #[serde(rename_all = "snake_case")]
@@ -152,8 +157,8 @@ impl Default for Config {
             log_format: LogFormat::Text,
             handshake_timeout: 10,
             store_cache_bytes: 32 << 20,
-            queue_window_messages: crate::store::paging::Window::default().messages,
-            queue_window_bytes: crate::store::paging::Window::default().bytes,
+            queue_window_messages: QUEUE_WINDOW_MESSAGES,
+            queue_window_bytes: QUEUE_WINDOW_BYTES,
             consumer_timeout: 1_800_000,
             collect_statistics_interval: 5_000,
             memory_high_watermark: 0.4,

@@ -29,14 +29,8 @@ pub fn export(b: &Broker, vhost: Option<&str>) -> Value {
         );
     }
     let mut out = Map::new();
-    out.insert(
-        "rabbit_version".into(),
-        json!(crate::http::RABBITMQ_VERSION),
-    );
-    out.insert(
-        "rabbitmq_version".into(),
-        json!(crate::http::RABBITMQ_VERSION),
-    );
+    out.insert("rabbit_version".into(), json!(crate::RABBITMQ_VERSION));
+    out.insert("rabbitmq_version".into(), json!(crate::RABBITMQ_VERSION));
     out.insert("product_name".into(), json!("Warren"));
     out.insert("product_version".into(), json!(env!("CARGO_PKG_VERSION")));
     let mut parameters = Vec::new();

@@ -36,6 +36,10 @@ use std::sync::Arc;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
+/// The RabbitMQ version Warren reports where clients and tools expect one (the management
+/// API, definitions exports, metrics): the release whose behaviour it follows.
+pub const RABBITMQ_VERSION: &str = "3.13.7";
+
 /// A running broker.
 #[derive(Debug)]
 pub struct Server {

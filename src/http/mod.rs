@@ -34,8 +34,6 @@ use std::time::Duration;
 use tokio::net::TcpListener;
 use tokio::sync::watch;
 
-pub(crate) use overview::RABBITMQ_VERSION;
-
 /// The node name reported by the API and the metrics (RabbitMQ's `name@host` form).
 pub(crate) fn node_name(b: &Broker) -> String {
     b.config.node_name.clone()

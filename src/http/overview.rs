@@ -6,7 +6,7 @@ use axum::Json;
 use serde_json::{json, Value};
 
 /// The RabbitMQ version whose behaviour Warren follows (tools gate features on it).
-pub(crate) const RABBITMQ_VERSION: &str = "3.13.7";
+pub(crate) use crate::RABBITMQ_VERSION;
 
 pub(crate) async fn overview(State(b): State<AppState>, _: Authenticated) -> Json<Value> {
     let (mut queues, mut exchanges, mut ready, mut unacked, mut consumers) =

@@ -115,7 +115,7 @@ pub(crate) fn identity(b: &Broker, out: &mut String, endpoint: &str) {
     let _ = writeln!(
         out,
         "rabbitmq_build_info{{rabbitmq_version=\"{}\",erlang_version=\"none\",product_name=\"Warren\",product_version=\"{}\"}} 1",
-        crate::http::RABBITMQ_VERSION,
+        crate::RABBITMQ_VERSION,
         env!("CARGO_PKG_VERSION")
     );
     family(

@@ -39,10 +39,11 @@ pub struct Window {
 }
 
 impl Default for Window {
+    /// The configuration's defaults (`queue_window_messages`, `queue_window_bytes`).
     fn default() -> Self {
         Window {
-            messages: 16384,
-            bytes: 8 << 20,
+            messages: crate::config::QUEUE_WINDOW_MESSAGES,
+            bytes: crate::config::QUEUE_WINDOW_BYTES,
         }
     }
 }

@@ -27,8 +27,9 @@ pub struct RecoveredUser {
     pub name: String,
     /// Base64 salted hash (empty: no password).
     pub hash: String,
-    /// Algorithm of the hash.
-    pub hashing: crate::auth::Hashing,
+    /// Name of the hash's algorithm (`rabbit_password_hashing_sha256`...; empty: the
+    /// default).
+    pub hashing: String,
     /// Tags.
     pub tags: Vec<String>,
 }
@@ -188,10 +189,7 @@ pub(super) fn recover(db: &Database, fresh: bool) -> Result<Recovered, StoreErro
                     .filter(|t| !t.is_empty())
                     .map(str::to_owned)
                     .collect();
-                let hashing = parts
-                    .get(2)
-                    .and_then(|h| crate::auth::Hashing::from_name(&text(h)))
-                    .unwrap_or_default();
+                let hashing = parts.get(2).map(|h| text(h)).unwrap_or_default();
                 r.users.push(RecoveredUser {
                     name: k.value().to_owned(),
                     hash: password,
