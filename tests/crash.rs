@@ -15,43 +15,6 @@ use std::collections::BTreeSet;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-struct Running {
-    child: tokio::process::Child,
-    url: String,
-}
-
-async fn launch(dir: &std::path::Path) -> Running {
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .expect("free port")
-        .port();
-    let child = tokio::process::Command::new(env!("CARGO_BIN_EXE_warren"))
-        .args(["--amqp-listen", &format!("127.0.0.1:{port}")])
-        .args(["--http-listen", "127.0.0.1:0"])
-        .args(["--metrics-listen", "127.0.0.1:0"])
-        .arg("--data-dir")
-        .arg(dir)
-        .args([
-            "--config",
-            concat!(env!("CARGO_MANIFEST_DIR"), "/config/warren.toml"),
-        ])
-        .env("RUST_LOG", "warn")
-        .kill_on_drop(true)
-        .spawn()
-        .expect("spawn warren");
-    let url = format!("amqp://guest:guest@127.0.0.1:{port}/%2f");
-    for _ in 0..200 {
-        if tokio::net::TcpStream::connect(("127.0.0.1", port))
-            .await
-            .is_ok()
-        {
-            return Running { child, url };
-        }
-        tokio::time::sleep(Duration::from_millis(25)).await;
-    }
-    panic!("warren did not come up");
-}
-
 #[derive(Default)]
 struct Ledger {
     confirmed: BTreeSet<u64>,
@@ -145,7 +108,7 @@ async fn confirmed_messages_survive_sigkill() {
     let mut total_confirmed = 0usize;
     let mut total_acked_back = 0usize;
     for cycle in 0..cycles {
-        let mut run = launch(dir.path()).await;
+        let mut run = common::spawn_binary(dir.path()).await;
         {
             let c = within(Connection::connect(
                 &run.url,
@@ -180,7 +143,7 @@ async fn confirmed_messages_survive_sigkill() {
         let ledger = std::mem::take(&mut *ledger.lock().expect("ledger"));
         next_id = ledger.confirmed.last().map_or(next_id, |l| l + 1000);
 
-        let mut run = launch(dir.path()).await;
+        let mut run = common::spawn_binary(dir.path()).await;
         let conn = within(Connection::connect(
             &run.url,
             ConnectionProperties::default(),

@@ -172,27 +172,8 @@ async fn a_delayed_exchange_holds_an_http_publish() {
 #[tokio::test]
 async fn an_answered_persistent_http_publish_survives_sigkill() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let launch = || {
-        let amqp = free_port();
-        let http = free_port();
-        let child = tokio::process::Command::new(env!("CARGO_BIN_EXE_warren"))
-            .args(["--amqp-listen", &format!("127.0.0.1:{amqp}")])
-            .args(["--http-listen", &format!("127.0.0.1:{http}")])
-            .args(["--metrics-listen", "127.0.0.1:0"])
-            .arg("--data-dir")
-            .arg(dir.path())
-            .args([
-                "--config",
-                concat!(env!("CARGO_MANIFEST_DIR"), "/config/warren.toml"),
-            ])
-            .env("RUST_LOG", "warn")
-            .kill_on_drop(true)
-            .spawn()
-            .expect("spawn warren");
-        (child, std::net::SocketAddr::from(([127, 0, 0, 1], http)))
-    };
-    let (mut child, http) = launch();
-    wait_http(http).await;
+    let mut run = common::spawn_binary(dir.path()).await;
+    let http = run.http;
     let r = request(
         http,
         "PUT",
@@ -214,29 +195,12 @@ async fn an_answered_persistent_http_publish_survives_sigkill() {
         .await;
         assert_eq!((r.status, r.json()["routed"].clone()), (200, true.into()));
     }
-    child.start_kill().expect("kill");
-    let _ = child.wait().await;
-    let (_child, http) = launch();
-    wait_http(http).await;
+    run.child.start_kill().expect("kill");
+    let _ = run.child.wait().await;
+    let run = common::spawn_binary(dir.path()).await;
+    let http = run.http;
     let q = request(http, "GET", "/api/queues/%2F/dur", G, None)
         .await
         .json();
     assert_eq!(q["messages"], N, "{q}");
-}
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .expect("free port")
-        .port()
-}
-
-async fn wait_http(addr: std::net::SocketAddr) {
-    for _ in 0..400 {
-        if tokio::net::TcpStream::connect(addr).await.is_ok() {
-            return;
-        }
-        tokio::time::sleep(Duration::from_millis(25)).await;
-    }
-    panic!("warren did not come up");
 }

@@ -13,15 +13,7 @@ use std::process::Command;
 
 /// The tool, installed by the project's script on first use.
 fn rabbitmqadmin() -> PathBuf {
-    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
-    let tool = root.join("target/tools/rabbitmqadmin");
-    if !tool.exists() {
-        let status = Command::new(root.join("tests/tools/install-rabbitmqadmin"))
-            .status()
-            .expect("run install-rabbitmqadmin");
-        assert!(status.success(), "install-rabbitmqadmin failed");
-    }
-    tool
+    tool("target/tools/rabbitmqadmin", "install-rabbitmqadmin")
 }
 
 /// Runs `rabbitmqadmin -f raw_json|tsv ... args` as guest; returns stdout, failing on an error.

@@ -10,21 +10,16 @@ use std::path::PathBuf;
 use std::process::Command;
 
 /// The tool, installed by the project's script on first use.
-fn tool() -> PathBuf {
-    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
-    let bin = root.join("target/tools/rabbitmqadmin-v2/bin/rabbitmqadmin");
-    if !bin.exists() {
-        let status = Command::new(root.join("tests/tools/install-rabbitmqadmin-v2"))
-            .status()
-            .expect("run install-rabbitmqadmin-v2");
-        assert!(status.success(), "install-rabbitmqadmin-v2 failed");
-    }
-    bin
+fn rabbitmqadmin() -> PathBuf {
+    tool(
+        "target/tools/rabbitmqadmin-v2/bin/rabbitmqadmin",
+        "install-rabbitmqadmin-v2",
+    )
 }
 
 /// Runs `rabbitmqadmin ... args` as guest; returns stdout, failing on an error.
 fn admin(b: &TestBroker, args: &[&str]) -> String {
-    let out = Command::new(tool())
+    let out = Command::new(rabbitmqadmin())
         .args(["--host", "127.0.0.1", "--port"])
         .arg(b.server.http_addr.port().to_string())
         .args([

@@ -269,3 +269,65 @@ pub async fn queue_json(b: &TestBroker, name: &str) -> serde_json::Value {
     assert_eq!(r.status, 200, "{}", r.body);
     r.json()
 }
+
+/// The real `warren` binary, started on free loopback ports with its own data dir (killed when
+/// dropped), for tests that kill it with SIGKILL.
+pub struct Process {
+    pub child: tokio::process::Child,
+    /// AMQP URL of the default vhost.
+    pub url: String,
+    /// The management API's address.
+    pub http: std::net::SocketAddr,
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("free port")
+        .port()
+}
+
+/// Starts the binary on `dir` and waits until AMQP and HTTP accept connections.
+pub async fn spawn_binary(dir: &std::path::Path) -> Process {
+    let (amqp, http) = (free_port(), free_port());
+    let child = tokio::process::Command::new(env!("CARGO_BIN_EXE_warren"))
+        .args(["--amqp-listen", &format!("127.0.0.1:{amqp}")])
+        .args(["--http-listen", &format!("127.0.0.1:{http}")])
+        .args(["--metrics-listen", "127.0.0.1:0"])
+        .arg("--data-dir")
+        .arg(dir)
+        .args([
+            "--config",
+            concat!(env!("CARGO_MANIFEST_DIR"), "/config/warren.toml"),
+        ])
+        .env("RUST_LOG", "warn")
+        .kill_on_drop(true)
+        .spawn()
+        .expect("spawn warren");
+    for _ in 0..400 {
+        let up = |port: u16| tokio::net::TcpStream::connect(("127.0.0.1", port));
+        if up(amqp).await.is_ok() && up(http).await.is_ok() {
+            return Process {
+                child,
+                url: format!("amqp://guest:guest@127.0.0.1:{amqp}/%2f"),
+                http: std::net::SocketAddr::from(([127, 0, 0, 1], http)),
+            };
+        }
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+    panic!("warren did not come up");
+}
+
+/// A test tool at `path` under the repository (in target/tools), installed by the project's
+/// script `tests/tools/<installer>` on first use.
+pub fn tool(path: &str, installer: &str) -> std::path::PathBuf {
+    let root = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR"));
+    let bin = root.join(path);
+    if !bin.exists() {
+        let status = std::process::Command::new(root.join("tests/tools").join(installer))
+            .status()
+            .unwrap_or_else(|e| panic!("run {installer}: {e}"));
+        assert!(status.success(), "{installer} failed");
+    }
+    bin
+}
