@@ -387,7 +387,7 @@ fn check_login(
             Some(name) if broker.user(name).is_some() => Ok(name.clone()),
             other => Err(other.clone().unwrap_or_default()),
         },
-        _ => match auth::parse_response(mechanism, response) {
+        _ => match super::sasl::parse_response(mechanism, response) {
             Some((name, pass))
                 if broker
                     .user(&name)

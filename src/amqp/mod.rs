@@ -16,6 +16,7 @@ mod flow;
 pub(crate) mod handshake;
 mod methods;
 pub mod nesting;
+mod sasl;
 mod writer;
 
 use crate::broker::Broker;
