@@ -2,14 +2,12 @@
 //! memory against `memory_high_watermark` (a fraction of the machine's memory or of the cgroup
 //! limit, or `memory_high_watermark_absolute` bytes) and the free space of the data dir's
 //! filesystem against `disk_free_limit`, every `alarm_check_interval`. While either alarm is
-//! raised, connections that publish are blocked (`amqp/flow.rs`); consumers keep draining.
+//! raised, connections that publish are blocked (`amqp/connection/flow.rs`); consumers keep draining.
 //! Connections learn of changes through a watch channel, so the hot path never looks.
 
 use crate::config::Config;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::Weak;
-use std::time::Duration;
 use tokio::sync::watch;
 
 /// What is raised, for the watchers.
@@ -158,15 +156,6 @@ impl Alarms {
             changed
         });
     }
-}
-
-/// Checks the alarms every `interval` until shutdown or until the broker is gone.
-pub async fn run(
-    broker: Weak<crate::broker::Broker>,
-    interval: Duration,
-    shutdown: watch::Receiver<bool>,
-) {
-    crate::sampler::periodic(broker, interval, shutdown, |b| b.alarms.check()).await
 }
 
 #[cfg(test)]

@@ -10,6 +10,7 @@ use crate::queue::QueueShared;
 use crate::store::RecoveredPermission;
 use crate::store::{Recovered, Store, StoreError};
 use crate::vhost::policies::component;
+use crate::vhost::publish::{NoConfirms, PublishContext, RouteState};
 use crate::vhost::VHost;
 use dashmap::DashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -511,6 +512,23 @@ impl Broker {
         self.next_id.fetch_add(1, Ordering::Relaxed)
     }
 
+    /// The stats tick: every channel, the node totals and every queue turn their counters
+    /// into rates.
+    pub fn sample_stats(&self) {
+        let channels = self.connections.channels();
+        for (_, ch) in &channels {
+            ch.sample();
+        }
+        self.connections
+            .channel_totals
+            .sample(channels.iter().map(|(_, ch)| ch));
+        for v in self.vhosts() {
+            for q in v.queues() {
+                q.sample_stats();
+            }
+        }
+    }
+
     /// Lets every queue hand its pending writes to the store, then commits and closes it.
     pub async fn close(&self) {
         for v in self.vhosts() {
@@ -521,6 +539,26 @@ impl Broker {
         }
         self.store.sync().await;
         self.store.close().await;
+    }
+}
+
+impl crate::delayed::Release for Broker {
+    /// Routes a message whose delay is over through its exchange, by the core's publish as any
+    /// other message (no delayer in the context); a gone vhost or exchange drops it.
+    async fn release(&self, d: crate::delayed::Delayed) {
+        let Some(vhost) = self.vhost(&d.vhost) else {
+            return;
+        };
+        let Ok(x) = vhost.exchange(&d.exchange) else {
+            return;
+        };
+        let ctx = PublishContext {
+            replies: Some(self.reply_targets()),
+            ..PublishContext::default()
+        };
+        vhost
+            .publish(&x, d.msg, ctx, &mut NoConfirms, &mut RouteState::default())
+            .await;
     }
 }
 

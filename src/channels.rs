@@ -4,7 +4,7 @@
 //! lock) and readers sample them. When a channel goes, its counts are folded into the
 //! node-wide totals, so the overview and `*_total` metrics never go backwards.
 
-use crate::queue::stats::Sampler;
+use crate::sampler::Sampler;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 

@@ -3,15 +3,23 @@
 //! message was dropped on the way). Dropping an uncompleted token reports a failure, so a
 //! publisher is never told "on disk" by accident.
 
-use crate::queue::consumer::{ConsumerEvent, ConsumerSink};
+use std::sync::Arc;
 use tokio::sync::oneshot;
+
+/// Where a confirm-mode channel's outcomes go (its connection's inbox). The store and the
+/// queues see only this; the connection's inbox implements it.
+pub trait ConfirmSink: Send + Sync + std::fmt::Debug {
+    /// Reports publish `seq` of channel `channel` (instance `channel_uid`) stored (`ok`) or
+    /// failed.
+    fn confirm(&self, channel: u16, channel_uid: u64, seq: u64, ok: bool);
+}
 
 /// Who waits for a confirmation.
 #[derive(Debug)]
 enum Target {
     /// A confirm-mode channel: the outcome arrives in its connection's inbox.
     Channel {
-        sink: ConsumerSink,
+        sink: Arc<dyn ConfirmSink>,
         channel: u16,
         channel_uid: u64,
         seq: u64,
@@ -28,7 +36,12 @@ pub struct ConfirmToken {
 
 impl ConfirmToken {
     /// A token reported to a confirm-mode channel.
-    pub fn for_channel(sink: ConsumerSink, channel: u16, channel_uid: u64, seq: u64) -> Self {
+    pub fn for_channel(
+        sink: Arc<dyn ConfirmSink>,
+        channel: u16,
+        channel_uid: u64,
+        seq: u64,
+    ) -> Self {
         ConfirmToken {
             target: Some(Target::Channel {
                 sink,
@@ -63,12 +76,7 @@ impl ConfirmToken {
                 channel_uid,
                 seq,
             }) => {
-                let _ = sink.send(ConsumerEvent::Confirm {
-                    channel,
-                    channel_uid,
-                    seq,
-                    ok,
-                });
+                sink.confirm(channel, channel_uid, seq, ok);
             }
             Some(Target::Waiter(tx)) => {
                 let _ = tx.send(ok);

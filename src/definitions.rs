@@ -292,7 +292,7 @@ pub async fn import(b: &Broker, doc: &Value, vhost: Option<&str>) -> Result<Vec<
         };
         let name = text(x, "name")?;
         if let Err(e) = target(x)?.exchange_declare(name, text(x, "type")?, &options) {
-            skipped.push(format!("exchange '{name}': {}", e.text));
+            skipped.push(format!("exchange '{name}': {e}"));
         }
     }
     for q in list(doc, "queues") {
@@ -304,7 +304,7 @@ pub async fn import(b: &Broker, doc: &Value, vhost: Option<&str>) -> Result<Vec<
         };
         let name = text(q, "name")?;
         if let Err(e) = target(q)?.queue_declare(name, &options, 0) {
-            skipped.push(format!("queue '{name}': {}", e.text));
+            skipped.push(format!("queue '{name}': {e}"));
         }
     }
     for bd in list(doc, "bindings") {
@@ -317,10 +317,7 @@ pub async fn import(b: &Broker, doc: &Value, vhost: Option<&str>) -> Result<Vec<
             _ => v.queue_bind(destination, source, key, &args, 0),
         };
         if let Err(e) = r {
-            skipped.push(format!(
-                "binding of '{destination}' to '{source}': {}",
-                e.text
-            ));
+            skipped.push(format!("binding of '{destination}' to '{source}': {e}"));
         }
     }
     for s in &skipped {

@@ -1,15 +1,16 @@
 //! Delayed delivery for `x-delayed-message` exchanges: a message published with an `x-delay`
 //! header (milliseconds) is held, in the store when its exchange is durable, and routed
 //! through its exchange once the delay is over. One task keeps the timers in a heap ordered by
-//! due time; pending delays survive a restart.
+//! due time; pending delays survive a restart. What "route it now" means is the broker's
+//! business ([`Release`]), so the scheduler sits below the vhosts that schedule into it.
 
-use crate::broker::Broker;
+use crate::clock::unix_ms;
 use crate::confirm::ConfirmToken;
 use crate::message::Message;
 use crate::store::Store;
-use crate::vhost::publish::{NoConfirms, PublishContext, RouteState};
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashMap};
+use std::future::Future;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Weak};
 use std::time::Duration;
@@ -32,19 +33,19 @@ pub struct Delayed {
     pub stored: bool,
 }
 
+/// Routes a message whose delay is over (implemented by the broker: through its vhost's
+/// exchange, dropped when either is gone).
+pub trait Release: Send + Sync + 'static {
+    /// Routes `d.msg` through `d.exchange` of `d.vhost` now.
+    fn release(&self, d: Delayed) -> impl Future<Output = ()> + Send;
+}
+
 /// Handle on the delay scheduler.
 #[derive(Debug)]
 pub struct Delayer {
     tx: mpsc::UnboundedSender<Delayed>,
     next_id: AtomicU64,
     store: Store,
-}
-
-/// Unix time in milliseconds.
-pub fn unix_ms() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_millis() as u64)
 }
 
 /// The `x-delay` header of a message, when positive.
@@ -72,10 +73,10 @@ pub fn delay_of(msg: &Message) -> Option<u64> {
 
 impl Delayer {
     /// Starts the scheduler with the delayed messages read back from the store.
-    pub fn start(broker: Weak<Broker>, store: Store, recovered: Vec<Delayed>) -> Delayer {
+    pub fn start<R: Release>(target: Weak<R>, store: Store, recovered: Vec<Delayed>) -> Delayer {
         let next_id = recovered.iter().map(|d| d.id + 1).max().unwrap_or(1);
         let (tx, rx) = mpsc::unbounded_channel();
-        tokio::spawn(run(broker, store.clone(), rx, recovered));
+        tokio::spawn(run(target, store.clone(), rx, recovered));
         Delayer {
             tx,
             next_id: AtomicU64::new(next_id),
@@ -113,8 +114,8 @@ impl Delayer {
     }
 }
 
-async fn run(
-    broker: Weak<Broker>,
+async fn run<R: Release>(
+    target: Weak<R>,
     store: Store,
     mut rx: mpsc::UnboundedReceiver<Delayed>,
     recovered: Vec<Delayed>,
@@ -150,34 +151,16 @@ async fn run(
                     }
                     heap.pop();
                     if let Some(d) = pending.remove(&id) {
-                        release(&broker, &store, d).await;
+                        if d.stored {
+                            store.delete_delayed((d.due, d.id));
+                        }
+                        let Some(t) = target.upgrade() else { return };
+                        t.release(d).await;
                     }
                 }
             }
         }
     }
-}
-
-/// Routes a message whose delay is over through its exchange (gone exchange: dropped).
-async fn release(broker: &Weak<Broker>, store: &Store, d: Delayed) {
-    if d.stored {
-        store.delete_delayed((d.due, d.id));
-    }
-    let Some(b) = broker.upgrade() else { return };
-    let Some(vhost) = b.vhost(&d.vhost) else {
-        return;
-    };
-    let Ok(x) = vhost.exchange(&d.exchange) else {
-        return;
-    };
-    // Routed now (no delayer in the context): the core's publish, as any other message.
-    let ctx = PublishContext {
-        replies: Some(b.reply_targets()),
-        ..PublishContext::default()
-    };
-    vhost
-        .publish(&x, d.msg, ctx, &mut NoConfirms, &mut RouteState::default())
-        .await;
 }
 
 #[cfg(test)]

@@ -1,5 +1,8 @@
-//! Typed AMQP errors. Every error carries its reply code; the code decides whether it closes the
-//! channel (soft errors) or the whole connection (hard errors), exactly as RabbitMQ classifies them.
+//! Errors. [`CoreError`] is what the core's operations (vhosts, exchanges, queues, permissions)
+//! return: typed, with the entities' names as fields; its `Display` is RabbitMQ's wording of the
+//! detail. Front ends map it: `amqp/` to an [`AmqpError`] (reply code, `NAME - detail` text,
+//! channel or connection scope, exactly as RabbitMQ classifies them), `http/` to RabbitMQ's
+//! JSON errors. [`AmqpError`] itself is the AMQP front end's error.
 
 use thiserror::Error;
 
@@ -171,6 +174,257 @@ impl AmqpError {
 /// Result of an AMQP operation.
 pub type AmqpResult<T> = Result<T, AmqpError>;
 
+/// The kind of entity an error names.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Kind {
+    /// An exchange.
+    Exchange,
+    /// A queue.
+    Queue,
+}
+
+impl std::fmt::Display for Kind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Kind::Exchange => "exchange",
+            Kind::Queue => "queue",
+        })
+    }
+}
+
+/// An error of a core operation.
+#[derive(Clone, Debug, Error, PartialEq, Eq)]
+pub enum CoreError {
+    /// The entity does not exist.
+    #[error("no {kind} '{name}' in vhost '{vhost}'")]
+    NotFound {
+        /// What is missing.
+        kind: Kind,
+        /// Its name.
+        name: String,
+        /// Its vhost.
+        vhost: String,
+    },
+    /// Not permitted (permissions, reserved names, internal exchanges).
+    #[error("{0}")]
+    AccessRefused(Box<Refusal>),
+    /// An exclusive queue of another connection (or an exclusive flag that differs).
+    #[error(
+        "cannot obtain exclusive access to locked queue '{queue}' in vhost '{vhost}'. It could be \
+         originally declared on another connection or the exclusive property value does not \
+         match that of the original declaration."
+    )]
+    Locked {
+        /// The queue.
+        queue: String,
+        /// Its vhost.
+        vhost: String,
+    },
+    /// The operation's preconditions do not hold.
+    #[error("{0}")]
+    PreconditionFailed(Box<Precondition>),
+    /// The broker failed (the store could not write).
+    #[error("{0}")]
+    Internal(String),
+}
+
+/// Why access is refused.
+#[derive(Clone, Debug, Error, PartialEq, Eq)]
+pub enum Refusal {
+    /// The default exchange cannot be declared, deleted or bound.
+    #[error("operation not permitted on the default exchange")]
+    DefaultExchange,
+    /// `amq.` names are the broker's.
+    #[error("{kind} name '{name}' contains reserved prefix 'amq.*'")]
+    ReservedName {
+        /// Exchange or queue.
+        kind: Kind,
+        /// The name asked for.
+        name: String,
+    },
+    /// The broker's own `amq.*` exchanges stay.
+    #[error("deletion of system exchange '{name}' in vhost '{vhost}' not allowed")]
+    SystemExchange {
+        /// The exchange.
+        name: String,
+        /// Its vhost.
+        vhost: String,
+    },
+    /// The user's configure / write / read permission does not cover the resource.
+    #[error("access to {kind} '{name}' in vhost '{vhost}' refused for user '{user}'")]
+    Permission {
+        /// Exchange or queue.
+        kind: Kind,
+        /// The resource.
+        name: String,
+        /// Its vhost.
+        vhost: String,
+        /// The user.
+        user: String,
+    },
+    /// A topic permission does not cover the routing key.
+    #[error(
+        "{access} access to topic '{routing_key}' in exchange '{exchange}' in vhost '{vhost}' \
+         refused for user '{user}'"
+    )]
+    Topic {
+        /// `read` (bindings) or `write` (publishes).
+        access: &'static str,
+        /// The routing key.
+        routing_key: String,
+        /// The topic exchange.
+        exchange: String,
+        /// Its vhost.
+        vhost: String,
+        /// The user.
+        user: String,
+    },
+    /// Internal exchanges take no publishes.
+    #[error("cannot publish to internal exchange '{name}' in vhost '{vhost}'")]
+    InternalExchange {
+        /// The exchange.
+        name: String,
+        /// Its vhost.
+        vhost: String,
+    },
+    /// An exclusive consumer holds the queue, or an exclusive consume meets other consumers.
+    #[error("queue '{queue}' in vhost '{vhost}' in exclusive use")]
+    ExclusiveUse {
+        /// The queue.
+        queue: String,
+        /// Its vhost.
+        vhost: String,
+    },
+}
+
+/// A precondition that does not hold.
+#[derive(Clone, Debug, Error, PartialEq, Eq)]
+pub enum Precondition {
+    /// A redeclare differs from the entity (values as RabbitMQ prints them, quoted or not).
+    #[error(
+        "inequivalent arg '{arg}' for {kind} '{name}' in vhost '{vhost}': received {received} \
+         but current is {current}"
+    )]
+    Inequivalent {
+        /// Exchange or queue.
+        kind: Kind,
+        /// The entity.
+        name: String,
+        /// Its vhost.
+        vhost: String,
+        /// The property or argument that differs.
+        arg: String,
+        /// The value asked for.
+        received: String,
+        /// The value in force.
+        current: String,
+    },
+    /// A known queue argument with a value it cannot take.
+    #[error("invalid arg '{arg}' for queue '{queue}' in vhost '{vhost}': {why}")]
+    InvalidArg {
+        /// The argument.
+        arg: String,
+        /// The queue.
+        queue: String,
+        /// Its vhost.
+        vhost: String,
+        /// What is wrong with the value.
+        why: String,
+    },
+    /// A property a quorum queue cannot have.
+    #[error("invalid property '{property}' for queue '{queue}' in vhost '{vhost}'")]
+    QueueProperty {
+        /// `non-durable`, `exclusive-owner`, `auto-delete`.
+        property: &'static str,
+        /// The queue.
+        queue: String,
+        /// Its vhost.
+        vhost: String,
+    },
+    /// delete with if-unused of an entity with bindings or consumers.
+    #[error("{kind} '{name}' in vhost '{vhost}' in use")]
+    InUse {
+        /// Exchange or queue.
+        kind: Kind,
+        /// The entity.
+        name: String,
+        /// Its vhost.
+        vhost: String,
+    },
+    /// delete with if-empty of a queue with messages.
+    #[error("queue '{queue}' in vhost '{vhost}' is not empty")]
+    NotEmpty {
+        /// The queue.
+        queue: String,
+        /// Its vhost.
+        vhost: String,
+    },
+    /// An exchange type the broker does not have.
+    #[error("invalid exchange type '{0}'")]
+    ExchangeType(String),
+    /// `x-delayed-message` without a usable `x-delayed-type`.
+    #[error("Invalid argument, 'x-delayed-type' must be an existing exchange type")]
+    DelayedType,
+    /// The node's or vhost's queue limit.
+    #[error("cannot declare queue '{queue}': queue limit in vhost '{vhost}' ({max}) is reached")]
+    QueueLimit {
+        /// The queue asked for.
+        queue: String,
+        /// The vhost.
+        vhost: String,
+        /// The limit.
+        max: usize,
+    },
+    /// Binding arguments a headers exchange cannot use (`x-match`).
+    #[error("{0}")]
+    BindingArgs(String),
+}
+
+impl CoreError {
+    /// A missing exchange or queue.
+    pub fn not_found(kind: Kind, name: &str, vhost: &str) -> Self {
+        CoreError::NotFound {
+            kind,
+            name: name.to_owned(),
+            vhost: vhost.to_owned(),
+        }
+    }
+
+    /// The AMQP reply code RabbitMQ reports this error with (its HTTP API quotes it too).
+    pub fn reply_code(&self) -> u16 {
+        match self {
+            CoreError::NotFound { .. } => code::NOT_FOUND,
+            CoreError::AccessRefused(_) => code::ACCESS_REFUSED,
+            CoreError::Locked { .. } => code::RESOURCE_LOCKED,
+            CoreError::PreconditionFailed(_) => code::PRECONDITION_FAILED,
+            CoreError::Internal(_) => code::INTERNAL_ERROR,
+        }
+    }
+}
+
+impl From<Refusal> for CoreError {
+    fn from(r: Refusal) -> Self {
+        CoreError::AccessRefused(Box::new(r))
+    }
+}
+
+impl From<Precondition> for CoreError {
+    fn from(p: Precondition) -> Self {
+        CoreError::PreconditionFailed(Box::new(p))
+    }
+}
+
+/// The AMQP front end's rendering: the code and RabbitMQ's `NAME - detail` text (soft codes
+/// close the channel).
+impl From<CoreError> for AmqpError {
+    fn from(e: CoreError) -> Self {
+        AmqpError::new(e.reply_code(), e.to_string())
+    }
+}
+
+/// Result of a core operation.
+pub type CoreResult<T> = Result<T, CoreError>;
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -185,5 +439,55 @@ mod tests {
             AmqpError::not_found("no queue 'q' in vhost '/'").text,
             "NOT_FOUND - no queue 'q' in vhost '/'"
         );
+    }
+
+    #[test]
+    fn core_errors_become_rabbitmq_replies() {
+        let e = AmqpError::from(CoreError::not_found(Kind::Queue, "q1", "/"));
+        assert_eq!(
+            (e.code, e.text.as_str(), e.scope),
+            (
+                404,
+                "NOT_FOUND - no queue 'q1' in vhost '/'",
+                Scope::Channel
+            )
+        );
+        let e = AmqpError::from(CoreError::Locked {
+            queue: "q".into(),
+            vhost: "/".into(),
+        });
+        assert_eq!(e.code, 405);
+        assert!(e.text.starts_with(
+            "RESOURCE_LOCKED - cannot obtain exclusive access to locked queue 'q' in vhost '/'. \
+             It could be originally declared on another connection or the exclusive property \
+             value does not match"
+        ));
+        let e = AmqpError::from(CoreError::from(Precondition::Inequivalent {
+            kind: Kind::Exchange,
+            name: "x".into(),
+            vhost: "/".into(),
+            arg: "durable".into(),
+            received: "'true'".into(),
+            current: "'false'".into(),
+        }));
+        assert_eq!(
+            e.text,
+            "PRECONDITION_FAILED - inequivalent arg 'durable' for exchange 'x' in vhost '/': \
+             received 'true' but current is 'false'"
+        );
+        let e = AmqpError::from(CoreError::from(Refusal::Topic {
+            access: "write",
+            routing_key: "a.b".into(),
+            exchange: "t".into(),
+            vhost: "/".into(),
+            user: "u".into(),
+        }));
+        assert_eq!(
+            e.text,
+            "ACCESS_REFUSED - write access to topic 'a.b' in exchange 't' in vhost '/' refused \
+             for user 'u'"
+        );
+        let e = AmqpError::from(CoreError::Internal("disk".into()));
+        assert_eq!((e.code, e.scope), (541, Scope::Connection));
     }
 }

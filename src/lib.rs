@@ -6,9 +6,11 @@
 
 pub mod alarms;
 pub mod amqp;
+pub mod args;
 pub mod auth;
 pub mod broker;
 pub mod channels;
+pub mod clock;
 pub mod config;
 pub mod confirm;
 pub mod connections;
@@ -166,15 +168,17 @@ impl Server {
                 header,
             )),
             tokio::spawn(amqp::serve(listener, broker.clone(), rx.clone(), None)),
-            tokio::spawn(alarms::run(
+            tokio::spawn(sampler::periodic(
                 Arc::downgrade(&broker),
                 std::time::Duration::from_millis(cfg.alarm_check_interval),
                 rx.clone(),
+                |b: &broker::Broker| b.alarms.check(),
             )),
-            tokio::spawn(sampler::run(
+            tokio::spawn(sampler::periodic(
                 Arc::downgrade(&broker),
                 std::time::Duration::from_millis(cfg.collect_statistics_interval),
                 rx.clone(),
+                broker::Broker::sample_stats,
             )),
         ];
         let mut amqps_addr = None;

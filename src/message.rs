@@ -44,7 +44,7 @@ impl Message {
             expiration_ms: props
                 .expiration()
                 .as_ref()
-                .and_then(|e| crate::queue::args::parse_expiration(e.as_str())),
+                .and_then(|e| crate::args::parse_expiration(e.as_str())),
         }
     }
 
@@ -177,7 +177,7 @@ impl Message {
         let mut keys = Vec::new();
         for name in ["CC", "BCC"] {
             if let Some(amq_protocol::types::AMQPValue::FieldArray(a)) = headers.inner().get(name) {
-                keys.extend(a.as_slice().iter().filter_map(crate::queue::args::text));
+                keys.extend(a.as_slice().iter().filter_map(crate::args::text));
             }
         }
         if !headers.contains_key("BCC") {

@@ -4,7 +4,7 @@
 //! against routing keys of publishes to topic exchanges, with `{username}` and `{vhost}`
 //! expanded. Without topic permissions for a user in a vhost, every routing key is allowed.
 
-use crate::error::AmqpError;
+use crate::error::{CoreError, CoreResult, Kind, Refusal};
 use dashmap::DashMap;
 use regex::Regex;
 use std::sync::Arc;
@@ -256,10 +256,14 @@ impl Permissions {
 }
 
 /// RabbitMQ's refusal: 403 "access to exchange 'x' in vhost '/' refused for user 'u'".
-pub fn refused(kind: &str, name: &str, vhost: &str, user: &str) -> AmqpError {
-    AmqpError::access_refused(format!(
-        "access to {kind} '{name}' in vhost '{vhost}' refused for user '{user}'"
-    ))
+pub fn refused(kind: Kind, name: &str, vhost: &str, user: &str) -> CoreError {
+    Refusal::Permission {
+        kind,
+        name: name.to_owned(),
+        vhost: vhost.to_owned(),
+        user: user.to_owned(),
+    }
+    .into()
 }
 
 /// Checks topic permissions (`topics`, None: unrestricted) of a publish (`read` false) or of a
@@ -271,7 +275,7 @@ pub fn check_topic(
     user: &str,
     routing_key: &str,
     read: bool,
-) -> crate::error::AmqpResult<()> {
+) -> CoreResult<()> {
     let Some(topics) = topics else {
         return Ok(());
     };
@@ -289,10 +293,14 @@ pub fn check_topic(
     if allowed {
         return Ok(());
     }
-    Err(AmqpError::access_refused(format!(
-        "{what} access to topic '{routing_key}' in exchange '{}' in vhost '{vhost}' refused for user '{user}'",
-        x.name
-    )))
+    Err(Refusal::Topic {
+        access: what,
+        routing_key: routing_key.to_owned(),
+        exchange: x.name.clone(),
+        vhost: vhost.to_owned(),
+        user: user.to_owned(),
+    }
+    .into())
 }
 
 #[cfg(test)]

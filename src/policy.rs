@@ -4,7 +4,7 @@
 //! merged (the lower value wins for numeric limits), then combined with the queue's own
 //! arguments (`QueueArgs::with_policy`). Changes are applied to existing entities at once.
 
-use crate::queue::args::QueueArgs;
+use crate::args::QueueArgs;
 use regex::Regex;
 use serde_json::{json, Map, Value};
 use std::sync::{Arc, RwLock};

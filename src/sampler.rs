@@ -1,20 +1,60 @@
-//! The stats timer: every `collect_statistics_interval` (five seconds, as RabbitMQ's
-//! collector) it turns the message counters of every channel, every queue and the node into
-//! rates over the interval. Counters are bumped on the hot path without locks; only this tick
-//! (and API readers) look at them.
+//! Counters into rates, and the node's periodic timers. Counters are bumped on the hot path
+//! without locks; every `collect_statistics_interval` (five seconds, as RabbitMQ's collector)
+//! the broker's stats tick turns the counters of every channel, queue and the node into rates
+//! over the interval with a [`Sampler`]; only that tick (and API readers) look at them. The
+//! same timer loop runs the alarm checks.
 
-use crate::broker::Broker;
 use std::sync::Weak;
 use std::time::Duration;
 use tokio::sync::watch;
+use tokio::time::Instant;
 
-/// Calls `work` every `interval` until shutdown or until the broker is gone (the node's
-/// periodic tasks: this timer and the alarm checks).
-pub(crate) async fn periodic(
-    broker: Weak<Broker>,
+/// Turns growing counters into per-second rates over the time between two samples; the
+/// rates of the last sample are kept until the next.
+#[derive(Debug)]
+pub struct Sampler<const N: usize> {
+    sampled: [u64; N],
+    sampled_at: Instant,
+    rates: [f64; N],
+}
+
+impl<const N: usize> Default for Sampler<N> {
+    fn default() -> Self {
+        Sampler {
+            sampled: [0; N],
+            sampled_at: Instant::now(),
+            rates: [0.0; N],
+        }
+    }
+}
+
+impl<const N: usize> Sampler<N> {
+    /// The rates of the last sample.
+    pub fn rates(&self) -> [f64; N] {
+        self.rates
+    }
+
+    /// Takes a sample: the rates since the previous one.
+    pub fn sample(&mut self, counts: &[u64; N]) -> [f64; N] {
+        let secs = self.sampled_at.elapsed().as_secs_f64();
+        if secs > 0.0 {
+            for ((rate, now), then) in self.rates.iter_mut().zip(counts).zip(&self.sampled) {
+                *rate = now.saturating_sub(*then) as f64 / secs;
+            }
+            self.sampled = *counts;
+            self.sampled_at = Instant::now();
+        }
+        self.rates
+    }
+}
+
+/// Calls `work` on `target` every `interval` until shutdown or until the target is gone (the
+/// node's periodic tasks: the stats tick and the alarm checks).
+pub async fn periodic<T>(
+    target: Weak<T>,
     interval: Duration,
     mut shutdown: watch::Receiver<bool>,
-    work: impl Fn(&Broker),
+    work: impl Fn(&T),
 ) {
     let mut tick = tokio::time::interval(interval.max(Duration::from_millis(10)));
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
@@ -23,28 +63,7 @@ pub(crate) async fn periodic(
             _ = shutdown.changed() => return,
             _ = tick.tick() => {}
         }
-        let Some(b) = broker.upgrade() else { return };
-        work(&b);
-    }
-}
-
-/// Runs the timer until shutdown or until the broker is gone.
-pub async fn run(broker: Weak<Broker>, interval: Duration, shutdown: watch::Receiver<bool>) {
-    periodic(broker, interval, shutdown, sample).await
-}
-
-/// One tick: every channel, the node totals and every queue.
-fn sample(b: &Broker) {
-    let channels = b.connections.channels();
-    for (_, ch) in &channels {
-        ch.sample();
-    }
-    b.connections
-        .channel_totals
-        .sample(channels.iter().map(|(_, ch)| ch));
-    for v in b.vhosts() {
-        for q in v.queues() {
-            q.sample_stats();
-        }
+        let Some(t) = target.upgrade() else { return };
+        work(&t);
     }
 }

@@ -20,6 +20,14 @@ pub(crate) struct PendingContent {
     pub props_len: usize,
 }
 
+/// What a body frame hands to content assembly.
+pub(crate) enum BodyFrame {
+    /// A payload decoded from the read buffer.
+    Buffered(bytes::Bytes),
+    /// The message's buffer back from a direct read, with the frame's payload appended.
+    Direct(BytesMut),
+}
+
 /// A delivery the client has not acknowledged yet.
 #[derive(Debug)]
 pub(crate) struct UnackedEntry {

@@ -2,21 +2,23 @@
 //! handshake, AMQP handshake, then the connection task) until it ends or the broker shuts down.
 //! The handshake code and the connection task are generic over the stream halves, so a plain
 //! TCP connection pays nothing for TLS support.
+//!
+//! Inside: `codec` (frames) → `connection/` (socket, heartbeats, channel table, writer, inbox)
+//! → `methods::dispatch` (one flat match) → the handlers in `methods/`, which see only the
+//! `session::Session` (vhost handle, user, outbox, caches) and the `channel::Channel`, and
+//! call the core.
 
-mod buffers;
 pub(crate) mod channel;
 pub(crate) mod channel_table;
 #[cfg(test)]
 mod cleanup_tests;
 pub mod codec;
 pub(crate) mod connection;
-mod direct;
-mod events;
-mod flow;
 pub(crate) mod handshake;
 mod methods;
 pub mod nesting;
 mod sasl;
+pub(crate) mod session;
 mod writer;
 
 use crate::broker::Broker;
@@ -148,7 +150,7 @@ async fn handle<R, W>(
     R: AsyncRead + Unpin,
     W: AsyncWrite + Unpin + Send + 'static,
 {
-    let mut buf = BytesMut::with_capacity(buffers::BUFFER_SMALL);
+    let mut buf = BytesMut::with_capacity(connection::BUFFER_SMALL);
     let opened = tokio::time::timeout_at(deadline, async {
         let Some(version) = handshake::protocol_header(&mut rd, &mut wr).await else {
             return Err(handshake::Refused::Dropped);

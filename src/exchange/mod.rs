@@ -28,7 +28,7 @@ pub fn resolve_type(type_name: &str, arguments: &FieldTable) -> Option<(Exchange
         let inner = arguments
             .inner()
             .get("x-delayed-type")
-            .and_then(crate::queue::args::text)?;
+            .and_then(crate::args::text)?;
         return ExchangeKind::parse(&inner).map(|k| (k, true));
     }
     ExchangeKind::parse(type_name).map(|k| (k, false))
@@ -265,7 +265,7 @@ impl Exchange {
         let alternate = arguments
             .inner()
             .get("alternate-exchange")
-            .and_then(crate::queue::args::text);
+            .and_then(crate::args::text);
         Exchange {
             name,
             kind,

@@ -4,7 +4,7 @@
 //! DELETE of one binding by that key; plus an exchange's bindings as source or destination.
 
 use super::exchanges::{url_name, DEFAULT_NAME};
-use super::queues::{bad_request, json_table, table_json};
+use super::queues::{json_table, table_json};
 use super::{ApiError, AppState, Authenticated};
 use crate::exchange::Destination;
 use crate::vhost::VHost;
@@ -199,13 +199,7 @@ pub(crate) async fn bind(
         }
     })
     .await;
-    r.map_err(|e| {
-        if e.code == 404 {
-            ApiError::not_found()
-        } else {
-            bad_request(e)
-        }
-    })?;
+    r.map_err(ApiError::from)?;
     let location = format!(
         "/api/bindings/{}/e/{source}/{kind}/{dest}/{}",
         vhost.replace('/', "%2F"),
@@ -264,6 +258,6 @@ pub(crate) async fn unbind(
         }
     })
     .await
-    .map_err(bad_request)?;
+    .map_err(ApiError::from)?;
     Ok(StatusCode::NO_CONTENT)
 }

@@ -19,7 +19,7 @@ pub(crate) async fn purge(
 ) -> Result<StatusCode, ApiError> {
     let v = b.vhost(&vhost).ok_or_else(ApiError::not_found)?;
     let q = v.queue(&name).map_err(|_| ApiError::not_found())?;
-    q.purge().await.map_err(super::queues::bad_request)?;
+    q.purge().await.map_err(ApiError::from)?;
     Ok(StatusCode::NO_CONTENT)
 }
 
@@ -105,7 +105,7 @@ pub(crate) async fn get(
     let mut taken = Vec::new();
     let mut out = Vec::new();
     for _ in 0..body.count {
-        let Some(got) = q.get(false).await.map_err(super::queues::bad_request)? else {
+        let Some(got) = q.get(false).await.map_err(ApiError::from)? else {
             break;
         };
         let body_bytes = got.msg.body();

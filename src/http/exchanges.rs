@@ -1,6 +1,6 @@
 //! `/api/exchanges[/{vhost}[/{name}]]` (list, show, PUT declare, DELETE) and `.../publish`.
 
-use super::queues::{bad_request, json_table, table_json};
+use super::queues::{json_table, table_json};
 use super::{ApiError, AppState, Authenticated};
 use crate::exchange::Exchange;
 use crate::vhost::{ExchangeOptions, VHost};
@@ -105,7 +105,7 @@ pub(crate) async fn declare(
         v.exchange_declare(&name, &body.kind, &options)
     })
     .await
-    .map_err(bad_request)?;
+    .map_err(ApiError::from)?;
     Ok(super::created_status(!existed))
 }
 
@@ -130,6 +130,6 @@ pub(crate) async fn delete(
         v.exchange_delete(url_name(&name), if_unused)
     })
     .await
-    .map_err(bad_request)?;
+    .map_err(ApiError::from)?;
     Ok(StatusCode::NO_CONTENT)
 }

@@ -125,7 +125,8 @@ pub(crate) async fn aliveness(
     Path(vhost): Path<String>,
 ) -> Result<Response, ApiError> {
     let v = b.vhost(&vhost).ok_or_else(ApiError::not_found)?;
-    let failure = |e: crate::error::AmqpError| failed(&e.text, json!({}));
+    let failure =
+        |e: crate::error::CoreError| failed(&crate::error::AmqpError::from(e).text, json!({}));
     let q = match v.queue_declare("aliveness-test", &QueueOptions::default(), 0) {
         Ok(q) => q,
         Err(e) => return Ok(failure(e)),
@@ -237,7 +238,7 @@ pub(crate) async fn certificate_expiration(
     let unit = unit_seconds(&unit).ok_or_else(|| {
         bad("Time unit not recognised. Supported units: days, weeks, months, years.")
     })?;
-    let deadline = crate::delayed::unix_ms() as i64 / 1000 + within.saturating_mul(unit);
+    let deadline = crate::clock::unix_ms() as i64 / 1000 + within.saturating_mul(unit);
     let cfg = &b.config;
     let expiring = |path: &Option<std::path::PathBuf>| -> Value {
         let Some(path) = path else {

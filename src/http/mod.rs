@@ -50,6 +50,17 @@ pub(crate) struct ApiError {
     reason: serde_json::Value,
 }
 
+/// A core error as RabbitMQ's API reports it: a missing entity is 404 Object Not Found,
+/// anything else 400 with the error's text as the reason.
+impl From<crate::error::CoreError> for ApiError {
+    fn from(e: crate::error::CoreError) -> Self {
+        match e {
+            crate::error::CoreError::NotFound { .. } => ApiError::not_found(),
+            other => ApiError::new(StatusCode::BAD_REQUEST, "bad_request", other.to_string()),
+        }
+    }
+}
+
 impl ApiError {
     pub(crate) fn new(status: StatusCode, error: &'static str, reason: impl Into<String>) -> Self {
         ApiError {
@@ -75,6 +86,17 @@ impl ApiError {
 
     pub(crate) fn not_found() -> Self {
         Self::new(StatusCode::NOT_FOUND, "Object Not Found", "Not Found")
+    }
+
+    /// A refusal as RabbitMQ's API reports a publish's: 400 quoting the AMQP reply,
+    /// `"403 ACCESS_REFUSED - cannot publish to internal exchange ..."`.
+    pub(crate) fn quoting_reply(e: &crate::error::CoreError) -> Self {
+        let code = e.reply_code();
+        Self::new(
+            StatusCode::BAD_REQUEST,
+            "bad_request",
+            format!("{code} {} - {e}", crate::error::code_name(code)),
+        )
     }
 
     fn unauthorized(reason: &str) -> Self {

@@ -7,7 +7,6 @@
 use super::exchanges::url_name;
 use super::queues::json_table;
 use super::{ApiError, AppState, Authenticated};
-use crate::error::AmqpError;
 use crate::vhost::publish::{self, PublishContext, RouteState, Waiters};
 use amq_protocol::protocol::BasicProperties;
 use axum::extract::{Path, State};
@@ -30,15 +29,6 @@ pub(crate) struct PublishBody {
     properties: HashMap<String, Value>,
 }
 
-/// An AMQP refusal as RabbitMQ's API reports a publish's: 400, `"403 ACCESS_REFUSED - ..."`.
-fn refused(e: AmqpError) -> ApiError {
-    ApiError::new(
-        StatusCode::BAD_REQUEST,
-        "bad_request",
-        format!("{} {}", e.code, e.text),
-    )
-}
-
 pub(crate) async fn publish(
     State(b): State<AppState>,
     Authenticated(user): Authenticated,
@@ -50,7 +40,8 @@ pub(crate) async fn publish(
     let x = v
         .exchange(url_name(&name))
         .map_err(|_| ApiError::not_found())?;
-    publish::authorize_write(&b.permissions, &v.name, &user.name, &x.name).map_err(refused)?;
+    publish::authorize_write(&b.permissions, &v.name, &user.name, &x.name)
+        .map_err(|e| ApiError::quoting_reply(&e))?;
     let topics = b.permissions.topics(&v.name, &user.name);
     v.check_publish(
         &x,
@@ -58,7 +49,7 @@ pub(crate) async fn publish(
         topics.as_deref().map(Vec::as_slice),
         &body.routing_key,
     )
-    .map_err(refused)?;
+    .map_err(|e| ApiError::quoting_reply(&e))?;
     let payload = match body.payload_encoding.as_deref() {
         Some("base64") => base64::engine::general_purpose::STANDARD
             .decode(&body.payload)

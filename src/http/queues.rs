@@ -12,12 +12,6 @@ use serde::Deserialize;
 use serde_json::{json, Value};
 use std::collections::HashMap;
 
-/// An AMQP error as the API reports it: 400 with the reason text without its code name.
-pub(crate) fn bad_request(e: crate::error::AmqpError) -> ApiError {
-    let reason = e.text.split_once(" - ").map_or(e.text.as_str(), |(_, r)| r);
-    ApiError::new(StatusCode::BAD_REQUEST, "bad_request", reason)
-}
-
 /// Connection id the HTTP API acts as (it owns no exclusive queue).
 const HTTP_CONNECTION: u64 = 0;
 
@@ -67,7 +61,7 @@ fn describe_with(q: &QueueRef, info: &crate::queue::QueueInfo, node: &str) -> Va
 const IDLE_AFTER_MS: u64 = 10_000;
 
 fn idle_since(last_activity: u64) -> Option<String> {
-    let now = crate::delayed::unix_ms();
+    let now = crate::clock::unix_ms();
     (now.saturating_sub(last_activity) >= IDLE_AFTER_MS)
         .then(|| crate::json::rfc3339_ms(last_activity))
 }
@@ -164,7 +158,7 @@ pub(crate) async fn declare(
         v.queue_declare(&name, &options, HTTP_CONNECTION)
     })
     .await
-    .map_err(bad_request)?;
+    .map_err(ApiError::from)?;
     Ok(super::created_status(!existed))
 }
 
@@ -193,6 +187,6 @@ pub(crate) async fn delete(
         HTTP_CONNECTION,
     )
     .await
-    .map_err(bad_request)?;
+    .map_err(ApiError::from)?;
     Ok(StatusCode::NO_CONTENT)
 }

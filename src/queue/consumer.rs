@@ -80,6 +80,17 @@ pub struct Delivery {
 /// Sender into a connection's inbox.
 pub type ConsumerSink = mpsc::UnboundedSender<ConsumerEvent>;
 
+impl crate::confirm::ConfirmSink for ConsumerSink {
+    fn confirm(&self, channel: u16, channel_uid: u64, seq: u64, ok: bool) {
+        let _ = self.send(ConsumerEvent::Confirm {
+            channel,
+            channel_uid,
+            seq,
+            ok,
+        });
+    }
+}
+
 /// A consumer registered by basic.consume.
 #[derive(Clone, Debug)]
 pub struct ConsumerSpec {

@@ -39,7 +39,7 @@ fn long(s: &str) -> AMQPValue {
 }
 
 fn text_of(v: Option<&AMQPValue>) -> Option<String> {
-    v.and_then(crate::queue::args::text)
+    v.and_then(crate::args::text)
 }
 
 /// Copies every property but `expiration` and `headers`.

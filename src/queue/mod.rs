@@ -3,18 +3,16 @@
 //! bound is the backpressure that slows publishers when a queue cannot keep up.
 
 mod actor;
-pub mod args;
 pub mod consumer;
 pub mod deadletter;
 mod ready;
 pub mod stats;
 
 use crate::confirm::ConfirmToken;
-use crate::error::{AmqpError, AmqpResult};
+use crate::error::{CoreError, CoreResult, Kind};
 use crate::message::Message;
 use crate::policy::Applied;
-use crate::store::RecoveredQueue;
-use crate::vhost::VHost;
+use crate::store::{RecoveredQueue, Store};
 use amq_protocol::types::FieldTable;
 use consumer::ConsumerSpec;
 use std::sync::{Arc, Weak};
@@ -22,6 +20,27 @@ use tokio::sync::{mpsc, oneshot};
 
 /// Mailbox capacity of a queue task.
 const MAILBOX: usize = 4096;
+
+/// What a queue asks of the vhost it lives in. `vhost::VHost` implements it; a queue holds it
+/// weakly, so queues sit below vhosts and never name them.
+pub trait QueueHost: Send + Sync + 'static {
+    /// The vhost's name.
+    fn vhost_name(&self) -> &str;
+    /// The store the queue's messages and definition go to.
+    fn store(&self) -> &Store;
+    /// The policies that apply to a queue of this name and arguments.
+    fn policies_for(
+        &self,
+        name: &str,
+        args: &crate::args::QueueArgs,
+        arguments: &FieldTable,
+    ) -> Applied;
+    /// Drops the queue from the registry and its bindings (auto-delete, x-expires).
+    fn forget_queue(&self, q: &QueueRef);
+    /// Publishes dead-lettered copies through the exchange `dlx` (gone: dropped), off the
+    /// queue's task so two queues dead-lettering into each other cannot deadlock.
+    fn dead_letter(self: Arc<Self>, dlx: &str, copies: Vec<Arc<Message>>);
+}
 
 /// A cheap handle on a queue.
 pub type QueueRef = Arc<QueueShared>;
@@ -42,7 +61,7 @@ pub struct QueueShared {
     /// Declare arguments.
     pub arguments: FieldTable,
     /// The declared arguments, parsed (what applies is [`QueueShared::applied`]).
-    pub args: args::QueueArgs,
+    pub args: crate::args::QueueArgs,
     /// The policies in force and the arguments the queue acts on.
     applied: std::sync::RwLock<Arc<Applied>>,
     /// The effective arguments can refuse a publish (a length limit with reject-publish).
@@ -149,7 +168,7 @@ pub struct ConsumerSummary {
 #[derive(Debug)]
 pub(crate) enum QueueCmd {
     Publish(Arc<Message>, Option<ConfirmToken>),
-    Consume(ConsumerSpec, oneshot::Sender<AmqpResult<()>>),
+    Consume(ConsumerSpec, oneshot::Sender<CoreResult<()>>),
     Cancel(u64),
     Ack(Vec<u64>),
     Requeue(Vec<u64>),
@@ -160,7 +179,7 @@ pub(crate) enum QueueCmd {
     Delete {
         if_unused: bool,
         if_empty: bool,
-        reply: oneshot::Sender<AmqpResult<u32>>,
+        reply: oneshot::Sender<CoreResult<u32>>,
     },
     Stats(oneshot::Sender<(u32, u32)>),
     Info(oneshot::Sender<QueueInfo>),
@@ -168,7 +187,7 @@ pub(crate) enum QueueCmd {
     Flush(oneshot::Sender<()>),
     Touch,
     Sample,
-    Policy(Arc<args::QueueArgs>),
+    Policy(Arc<crate::args::QueueArgs>),
     Shutdown,
     Kick,
 }
@@ -176,21 +195,22 @@ pub(crate) enum QueueCmd {
 impl QueueShared {
     /// Creates the queue and starts its task, under the vhost's policies; a durable,
     /// non-exclusive queue is written to the store.
-    pub fn spawn(
+    pub fn spawn<H: QueueHost>(
         name: String,
-        vhost: &Arc<VHost>,
+        host: &Arc<H>,
         durable: bool,
         exclusive_owner: Option<u64>,
         auto_delete: bool,
         arguments: FieldTable,
-        args: args::QueueArgs,
+        args: crate::args::QueueArgs,
     ) -> QueueRef {
-        let applied = vhost.policies.for_queue(&name, &args, &arguments);
+        let vhost_name = host.vhost_name();
+        let applied = host.policies_for(&name, &args, &arguments);
         let store_id =
-            (durable && exclusive_owner.is_none()).then(|| vhost.store.allocate_queue_id());
+            (durable && exclusive_owner.is_none()).then(|| host.store().allocate_queue_id());
         if let Some(id) = store_id {
-            vhost.store.put_queue(&crate::store::QueueRecord {
-                vhost: &vhost.name,
+            host.store().put_queue(&crate::store::QueueRecord {
+                vhost: vhost_name,
                 name: &name,
                 id,
                 auto_delete,
@@ -200,7 +220,7 @@ impl QueueShared {
         let (tx, ctl, rx) = actor::mailbox(MAILBOX);
         let q = Arc::new(QueueShared {
             name,
-            vhost: vhost.name.clone(),
+            vhost: vhost_name.to_owned(),
             durable,
             exclusive_owner,
             auto_delete,
@@ -214,19 +234,20 @@ impl QueueShared {
             inflight: Default::default(),
             deleted: Default::default(),
         });
-        actor::start(q.clone(), vhost, rx, Vec::new(), None);
+        actor::start(q.clone(), host, rx, Vec::new(), None);
         q
     }
 
     /// Restarts a durable queue read from the store, with its stored messages (bodies stay on
     /// disk until consumers get near them).
-    pub fn recover(vhost: &Arc<VHost>, r: RecoveredQueue) -> QueueRef {
+    pub fn recover<H: QueueHost>(host: &Arc<H>, r: RecoveredQueue) -> QueueRef {
         let (tx, ctl, rx) = actor::mailbox(MAILBOX);
-        let args = args::QueueArgs::parse(&r.arguments, &r.name).unwrap_or_default();
-        let applied = vhost.policies.for_queue(&r.name, &args, &r.arguments);
+        let args = crate::args::QueueArgs::parse(&r.arguments, &r.name, host.vhost_name())
+            .unwrap_or_default();
+        let applied = host.policies_for(&r.name, &args, &r.arguments);
         let q = Arc::new(QueueShared {
             name: r.name,
-            vhost: vhost.name.clone(),
+            vhost: host.vhost_name().to_owned(),
             durable: true,
             exclusive_owner: None,
             auto_delete: r.auto_delete,
@@ -240,7 +261,7 @@ impl QueueShared {
             inflight: Default::default(),
             deleted: Default::default(),
         });
-        actor::start(q.clone(), vhost, rx, r.messages, r.delivered);
+        actor::start(q.clone(), host, rx, r.messages, r.delivered);
         q
     }
 
@@ -281,11 +302,8 @@ impl QueueShared {
         format!("queue '{}' in vhost '{}'", self.name, self.vhost)
     }
 
-    fn gone(&self) -> AmqpError {
-        AmqpError::not_found(format!(
-            "no queue '{}' in vhost '{}'",
-            self.name, self.vhost
-        ))
+    fn gone(&self) -> CoreError {
+        CoreError::not_found(Kind::Queue, &self.name, &self.vhost)
     }
 
     async fn send(&self, cmd: QueueCmd) -> bool {
@@ -297,7 +315,7 @@ impl QueueShared {
         self.ctl.send(cmd).is_ok()
     }
 
-    async fn ask<T>(&self, make: impl FnOnce(oneshot::Sender<T>) -> QueueCmd) -> AmqpResult<T> {
+    async fn ask<T>(&self, make: impl FnOnce(oneshot::Sender<T>) -> QueueCmd) -> CoreResult<T> {
         let (tx, rx) = oneshot::channel();
         if !self.send(make(tx)).await {
             return Err(self.gone());
@@ -366,7 +384,7 @@ impl QueueShared {
     }
 
     /// Registers a consumer.
-    pub async fn consume(&self, spec: ConsumerSpec) -> AmqpResult<()> {
+    pub async fn consume(&self, spec: ConsumerSpec) -> CoreResult<()> {
         let (tx, rx) = oneshot::channel();
         if !self.control(QueueCmd::Consume(spec, tx)) {
             return Err(self.gone());
@@ -400,17 +418,17 @@ impl QueueShared {
     }
 
     /// basic.get.
-    pub async fn get(&self, no_ack: bool) -> AmqpResult<Option<GetResult>> {
+    pub async fn get(&self, no_ack: bool) -> CoreResult<Option<GetResult>> {
         self.ask(|r| QueueCmd::Get(no_ack, r)).await
     }
 
     /// Drops every ready message; returns how many.
-    pub async fn purge(&self) -> AmqpResult<u32> {
+    pub async fn purge(&self) -> CoreResult<u32> {
         self.ask(QueueCmd::Purge).await
     }
 
     /// Stops the queue (after the conditions hold); returns its ready message count.
-    pub async fn delete(&self, if_unused: bool, if_empty: bool) -> AmqpResult<u32> {
+    pub async fn delete(&self, if_unused: bool, if_empty: bool) -> CoreResult<u32> {
         self.ask(|reply| QueueCmd::Delete {
             if_unused,
             if_empty,
@@ -420,7 +438,7 @@ impl QueueShared {
     }
 
     /// Counters for the management API.
-    pub async fn info(&self) -> AmqpResult<QueueInfo> {
+    pub async fn info(&self) -> CoreResult<QueueInfo> {
         self.ask(QueueCmd::Info).await
     }
 
@@ -443,12 +461,12 @@ impl QueueShared {
     }
 
     /// The queue's consumers.
-    pub async fn consumers(&self) -> AmqpResult<Vec<ConsumerSummary>> {
+    pub async fn consumers(&self) -> CoreResult<Vec<ConsumerSummary>> {
         self.ask(QueueCmd::Consumers).await
     }
 
     /// (ready messages, consumers).
-    pub async fn stats(&self) -> AmqpResult<(u32, u32)> {
+    pub async fn stats(&self) -> CoreResult<(u32, u32)> {
         self.ask(QueueCmd::Stats).await
     }
 

@@ -1,9 +1,10 @@
 //! Message counters of a queue, for the management API's `message_stats`. The queue task owns
-//! them (plain integers, no atomics or locks on the hot path); the node's sampler
-//! (`crate::sampler`) asks it every five seconds, as RabbitMQ's collector samples, to turn them
+//! them (plain integers, no atomics or locks on the hot path); the node's stats timer asks it
+//! every five seconds, as RabbitMQ's collector samples, to turn them
 //! into rates, which readers then see without sampling themselves.
 
-use std::time::Instant;
+use crate::sampler::Sampler;
+use tokio::time::Instant;
 
 /// What is counted, in RabbitMQ's `message_stats` names.
 pub const NAMES: [&str; 7] = [
@@ -33,45 +34,6 @@ pub enum Counter {
     Ack = 5,
     /// Deliveries (and gets) flagged redelivered.
     Redeliver = 6,
-}
-
-/// Turns growing counters into per-second rates over the time between two samples; the
-/// rates of the last sample are kept until the next.
-#[derive(Debug)]
-pub struct Sampler<const N: usize> {
-    sampled: [u64; N],
-    sampled_at: Instant,
-    rates: [f64; N],
-}
-
-impl<const N: usize> Default for Sampler<N> {
-    fn default() -> Self {
-        Sampler {
-            sampled: [0; N],
-            sampled_at: Instant::now(),
-            rates: [0.0; N],
-        }
-    }
-}
-
-impl<const N: usize> Sampler<N> {
-    /// The rates of the last sample.
-    pub fn rates(&self) -> [f64; N] {
-        self.rates
-    }
-
-    /// Takes a sample: the rates since the previous one.
-    pub fn sample(&mut self, counts: &[u64; N]) -> [f64; N] {
-        let secs = self.sampled_at.elapsed().as_secs_f64();
-        if secs > 0.0 {
-            for ((rate, now), then) in self.rates.iter_mut().zip(counts).zip(&self.sampled) {
-                *rate = now.saturating_sub(*then) as f64 / secs;
-            }
-            self.sampled = *counts;
-            self.sampled_at = Instant::now();
-        }
-        self.rates
-    }
 }
 
 /// How much of the time a queue's consumers could take its messages (RabbitMQ's consumer
@@ -170,41 +132,46 @@ impl Stats {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::time::Duration;
+    use tokio::time::advance;
 
-    #[test]
-    fn capacity_is_the_unblocked_share_of_the_interval() {
+    #[tokio::test(start_paused = true)]
+    async fn capacity_is_the_unblocked_share_of_the_interval() {
         let mut c = Capacity::default();
         assert_eq!(c.value(), 1.0);
-        c.sampled_at -= std::time::Duration::from_secs(10);
-        c.blocked = std::time::Duration::from_secs(4);
-        c.sample();
-        assert!((0.59..=0.61).contains(&c.value()), "{}", c.value());
+        advance(Duration::from_secs(6)).await;
         c.set_blocked(true);
-        c.blocked_since = c
-            .blocked_since
-            .map(|t| t - std::time::Duration::from_secs(10));
-        c.sampled_at -= std::time::Duration::from_secs(10);
+        advance(Duration::from_secs(4)).await;
+        c.set_blocked(false);
         c.sample();
-        assert!(c.value() < 0.01, "{}", c.value());
+        assert!((c.value() - 0.6).abs() < 1e-9, "{}", c.value());
+        // Blocked for a whole interval, still blocked at the sample.
+        c.set_blocked(true);
+        advance(Duration::from_secs(10)).await;
+        c.sample();
+        assert_eq!(c.value(), 0.0);
+        // Unblocked again: the next interval is all capacity.
+        c.set_blocked(false);
+        advance(Duration::from_secs(5)).await;
+        c.sample();
+        assert_eq!(c.value(), 1.0);
     }
 
-    #[test]
-    fn rates_come_from_the_time_between_samples() {
+    #[tokio::test(start_paused = true)]
+    async fn rates_come_from_the_time_between_samples() {
         let mut s = Stats::default();
         s.add(Counter::Publish, 50);
-        s.sampler.sampled_at -= std::time::Duration::from_secs(10);
+        advance(Duration::from_secs(10)).await;
         s.sample();
         let snap = s.snapshot();
         assert_eq!(snap.counts[Counter::Publish as usize], 50);
-        let rate = snap.rates[Counter::Publish as usize];
-        assert!((4.9..=5.0).contains(&rate), "{rate}");
+        assert_eq!(snap.rates[Counter::Publish as usize], 5.0);
         // Readers see the last sample's rates until the next sample.
         s.add(Counter::Publish, 1000);
-        assert_eq!(s.snapshot().rates[Counter::Publish as usize], rate);
+        assert_eq!(s.snapshot().rates[Counter::Publish as usize], 5.0);
         assert_eq!(s.snapshot().counts[Counter::Publish as usize], 1050);
-        s.sampler.sampled_at -= std::time::Duration::from_secs(10);
+        advance(Duration::from_secs(10)).await;
         s.sample();
-        let next = s.snapshot().rates[Counter::Publish as usize];
-        assert!((99.0..=100.0).contains(&next), "{next}");
+        assert_eq!(s.snapshot().rates[Counter::Publish as usize], 100.0);
     }
 }

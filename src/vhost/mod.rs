@@ -2,11 +2,11 @@
 //! delete, route). AMQP channel handlers and the HTTP API both call these; nothing here sees a
 //! frame. Registries are DashMaps of cheap handles; no guard is held across `.await`.
 
-use crate::error::{AmqpError, AmqpResult};
+use crate::args::QueueArgs;
+use crate::error::{CoreError, CoreResult, Kind, Precondition, Refusal};
 use crate::exchange::{
     parse_x_match, resolve_type, Binding, Destination, Exchange, ExchangeKind, DELAYED_TYPE,
 };
-use crate::queue::args::QueueArgs;
 use crate::queue::{QueueRef, QueueShared};
 use crate::store::{BindingDestination, BindingRecord, ExchangeRecord, Store};
 use amq_protocol::types::{AMQPValue, FieldTable};
@@ -17,6 +17,7 @@ use std::sync::Arc;
 mod limits;
 pub mod policies;
 pub mod publish;
+mod queue_host;
 pub mod replies;
 mod routing;
 
@@ -153,16 +154,16 @@ impl VHost {
         Arc::new(v)
     }
 
-    fn no_exchange(&self, name: &str) -> AmqpError {
-        AmqpError::not_found(format!("no exchange '{name}' in vhost '{}'", self.name))
+    fn no_exchange(&self, name: &str) -> CoreError {
+        CoreError::not_found(Kind::Exchange, name, &self.name)
     }
 
-    fn no_queue(&self, name: &str) -> AmqpError {
-        AmqpError::not_found(format!("no queue '{name}' in vhost '{}'", self.name))
+    fn no_queue(&self, name: &str) -> CoreError {
+        CoreError::not_found(Kind::Queue, name, &self.name)
     }
 
-    fn default_exchange_refused() -> AmqpError {
-        AmqpError::access_refused("operation not permitted on the default exchange")
+    fn default_exchange_refused() -> CoreError {
+        Refusal::DefaultExchange.into()
     }
 
     fn persist_exchange(&self, x: &Exchange) {
@@ -267,7 +268,7 @@ impl VHost {
     }
 
     /// Looks an exchange up (404 when missing).
-    pub fn exchange(&self, name: &str) -> AmqpResult<Arc<Exchange>> {
+    pub fn exchange(&self, name: &str) -> CoreResult<Arc<Exchange>> {
         self.exchanges
             .get(name)
             .map(|e| e.clone())
@@ -275,7 +276,7 @@ impl VHost {
     }
 
     /// Looks a queue up (404 when missing).
-    pub fn queue(&self, name: &str) -> AmqpResult<QueueRef> {
+    pub fn queue(&self, name: &str) -> CoreResult<QueueRef> {
         self.queues
             .get(name)
             .map(|q| q.clone())
@@ -293,20 +294,18 @@ impl VHost {
     }
 
     /// Refuses access to another connection's exclusive queue (405).
-    pub fn check_exclusive(&self, q: &QueueShared, connection: u64) -> AmqpResult<()> {
+    pub fn check_exclusive(&self, q: &QueueShared, connection: u64) -> CoreResult<()> {
         match q.exclusive_owner {
             Some(owner) if owner != connection => Err(Self::locked(q)),
             _ => Ok(()),
         }
     }
 
-    fn locked(q: &QueueShared) -> AmqpError {
-        AmqpError::resource_locked(format!(
-            "cannot obtain exclusive access to locked {}. It could be originally declared on \
-             another connection or the exclusive property value does not match that of the \
-             original declaration.",
-            q.describe()
-        ))
+    fn locked(q: &QueueShared) -> CoreError {
+        CoreError::Locked {
+            queue: q.name.clone(),
+            vhost: q.vhost.clone(),
+        }
     }
 
     /// exchange.declare.
@@ -315,7 +314,7 @@ impl VHost {
         name: &str,
         type_name: &str,
         o: &ExchangeOptions,
-    ) -> AmqpResult<()> {
+    ) -> CoreResult<()> {
         if name.is_empty() {
             return Err(Self::default_exchange_refused());
         }
@@ -325,20 +324,20 @@ impl VHost {
         }
         let (kind, delayed) = resolve_type(type_name, &o.arguments).ok_or_else(|| {
             if type_name == DELAYED_TYPE {
-                AmqpError::precondition_failed(
-                    "Invalid argument, 'x-delayed-type' must be an existing exchange type",
-                )
+                Precondition::DelayedType
             } else {
-                AmqpError::precondition_failed(format!("invalid exchange type '{type_name}'"))
+                Precondition::ExchangeType(type_name.to_owned())
             }
         })?;
         let existing = match self.exchanges.entry(name.to_owned()) {
             dashmap::mapref::entry::Entry::Occupied(e) => e.get().clone(),
             dashmap::mapref::entry::Entry::Vacant(e) => {
                 if name.starts_with("amq.") {
-                    return Err(AmqpError::access_refused(format!(
-                        "exchange name '{name}' contains reserved prefix 'amq.*'"
-                    )));
+                    return Err(Refusal::ReservedName {
+                        kind: Kind::Exchange,
+                        name: name.to_owned(),
+                    }
+                    .into());
                 }
                 let mut x = Exchange::new(
                     name.to_owned(),
@@ -360,11 +359,16 @@ impl VHost {
                 return Ok(());
             }
         };
-        let what = format!("exchange '{name}' in vhost '{}'", self.name);
-        let neq = |arg: &str, got: String, cur: String| {
-            AmqpError::precondition_failed(format!(
-                "inequivalent arg '{arg}' for {what}: received '{got}' but current is '{cur}'"
-            ))
+        let neq = |arg: &str, got: String, cur: String| -> CoreError {
+            Precondition::Inequivalent {
+                kind: Kind::Exchange,
+                name: name.to_owned(),
+                vhost: self.name.clone(),
+                arg: arg.to_owned(),
+                received: format!("'{got}'"),
+                current: format!("'{cur}'"),
+            }
+            .into()
         };
         if existing.kind != kind || existing.delayed != delayed {
             return Err(neq("type", type_name.into(), existing.type_name().into()));
@@ -396,34 +400,41 @@ impl VHost {
             existing.arguments.inner().get(key),
         );
         if a != b {
-            return Err(AmqpError::precondition_failed(format!(
-                "inequivalent arg '{key}' for {what}: received {} but current is {}",
-                value_text(a),
-                value_text(b)
-            )));
+            return Err(Precondition::Inequivalent {
+                kind: Kind::Exchange,
+                name: name.to_owned(),
+                vhost: self.name.clone(),
+                arg: key.to_owned(),
+                received: value_text(a),
+                current: value_text(b),
+            }
+            .into());
         }
         Ok(())
     }
 
     /// exchange.delete.
-    pub fn exchange_delete(&self, name: &str, if_unused: bool) -> AmqpResult<()> {
+    pub fn exchange_delete(&self, name: &str, if_unused: bool) -> CoreResult<()> {
         if name.is_empty() {
             return Err(Self::default_exchange_refused());
         }
         if name.starts_with("amq.") && self.exchanges.contains_key(name) {
-            return Err(AmqpError::access_refused(format!(
-                "deletion of system exchange '{name}' in vhost '{}' not allowed",
-                self.name
-            )));
+            return Err(Refusal::SystemExchange {
+                name: name.to_owned(),
+                vhost: self.name.clone(),
+            }
+            .into());
         }
         let Ok(x) = self.exchange(name) else {
             return Ok(());
         };
         if if_unused && !x.bindings().is_empty() {
-            return Err(AmqpError::precondition_failed(format!(
-                "exchange '{name}' in vhost '{}' in use",
-                self.name
-            )));
+            return Err(Precondition::InUse {
+                kind: Kind::Exchange,
+                name: name.to_owned(),
+                vhost: self.name.clone(),
+            }
+            .into());
         }
         self.remove_exchange(name);
         Ok(())
@@ -470,7 +481,7 @@ impl VHost {
         &self,
         source: &str,
         destination_exchange: Option<&str>,
-    ) -> AmqpResult<Arc<Exchange>> {
+    ) -> CoreResult<Arc<Exchange>> {
         if source.is_empty() || destination_exchange == Some("") {
             return Err(Self::default_exchange_refused());
         }
@@ -481,9 +492,9 @@ impl VHost {
         Ok(x)
     }
 
-    fn check_binding_args(x: &Exchange, args: &FieldTable) -> AmqpResult<()> {
+    fn check_binding_args(x: &Exchange, args: &FieldTable) -> CoreResult<()> {
         if x.kind == ExchangeKind::Headers {
-            parse_x_match(args).map_err(AmqpError::precondition_failed)?;
+            parse_x_match(args).map_err(Precondition::BindingArgs)?;
         }
         Ok(())
     }
@@ -495,7 +506,7 @@ impl VHost {
         source: &str,
         key: &str,
         args: &FieldTable,
-    ) -> AmqpResult<()> {
+    ) -> CoreResult<()> {
         let x = self.binding_endpoints(source, Some(destination))?;
         Self::check_binding_args(&x, args)?;
         self.add_binding(
@@ -516,7 +527,7 @@ impl VHost {
         source: &str,
         key: &str,
         args: &FieldTable,
-    ) -> AmqpResult<()> {
+    ) -> CoreResult<()> {
         if source.is_empty() || destination.is_empty() {
             return Err(Self::default_exchange_refused());
         }
@@ -553,7 +564,7 @@ impl VHost {
         name: &str,
         o: &QueueOptions,
         connection: u64,
-    ) -> AmqpResult<QueueRef> {
+    ) -> CoreResult<QueueRef> {
         self.queue_churn[0].fetch_add(1, Ordering::Relaxed);
         if let Some(q) = self.queues.get(name).map(|q| q.clone()) {
             self.check_exclusive(&q, connection)?;
@@ -564,11 +575,16 @@ impl VHost {
             if o.exclusive != q.exclusive_owner.is_some() {
                 return Err(Self::locked(&q));
             }
-            let neq = |arg: &str, got: String, cur: String| {
-                AmqpError::precondition_failed(format!(
-                    "inequivalent arg '{arg}' for {}: received {got} but current is {cur}",
-                    q.describe()
-                ))
+            let neq = |arg: &str, received: String, current: String| -> CoreError {
+                Precondition::Inequivalent {
+                    kind: Kind::Queue,
+                    name: q.name.clone(),
+                    vhost: q.vhost.clone(),
+                    arg: arg.to_owned(),
+                    received,
+                    current,
+                }
+                .into()
             };
             if q.durable != o.durable {
                 return Err(neq(
@@ -596,9 +612,11 @@ impl VHost {
             return Err(self.no_queue(name));
         }
         if name.starts_with("amq.") && !o.server_named {
-            return Err(AmqpError::access_refused(format!(
-                "queue name '{name}' contains reserved prefix 'amq.*'"
-            )));
+            return Err(Refusal::ReservedName {
+                kind: Kind::Queue,
+                name: name.to_owned(),
+            }
+            .into());
         }
         let node_max = self.max_queues.load(Ordering::Relaxed);
         let vhost_max = self.limits.max_queues.load(Ordering::Relaxed);
@@ -609,17 +627,23 @@ impl VHost {
             (n, Err(_)) => Some(n),
         };
         if let Some(max) = max.filter(|m| self.queues.len() >= *m) {
-            return Err(AmqpError::precondition_failed(format!(
-                "cannot declare queue '{name}': queue limit in vhost '{}' ({max}) is reached",
-                self.name
-            )));
+            return Err(Precondition::QueueLimit {
+                queue: name.to_owned(),
+                vhost: self.name.clone(),
+                max,
+            }
+            .into());
         }
-        let describe = format!("queue '{name}' in vhost '{}'", self.name);
-        let args = QueueArgs::parse(&o.arguments, &describe)?;
+        let args = QueueArgs::parse(&o.arguments, name, &self.name)?;
         if args.quorum {
             // What a single-node quorum queue lets a client observe: RabbitMQ's declare rules.
-            let refuse = |what: &str| {
-                AmqpError::precondition_failed(format!("invalid property '{what}' for {describe}"))
+            let refuse = |property: &'static str| -> CoreError {
+                Precondition::QueueProperty {
+                    property,
+                    queue: name.to_owned(),
+                    vhost: self.name.clone(),
+                }
+                .into()
             };
             if !o.durable {
                 return Err(refuse("non-durable"));
@@ -654,7 +678,7 @@ impl VHost {
         key: &str,
         args: &FieldTable,
         connection: u64,
-    ) -> AmqpResult<()> {
+    ) -> CoreResult<()> {
         let q = self.queue(queue)?;
         self.check_exclusive(&q, connection)?;
         let x = self.binding_endpoints(exchange, None)?;
@@ -678,7 +702,7 @@ impl VHost {
         key: &str,
         args: &FieldTable,
         connection: u64,
-    ) -> AmqpResult<()> {
+    ) -> CoreResult<()> {
         if exchange.is_empty() {
             return Err(Self::default_exchange_refused());
         }
@@ -704,14 +728,14 @@ impl VHost {
         if_unused: bool,
         if_empty: bool,
         connection: u64,
-    ) -> AmqpResult<u32> {
+    ) -> CoreResult<u32> {
         let Ok(q) = self.queue(name) else {
             return Ok(0);
         };
         self.check_exclusive(&q, connection)?;
         let n = match q.delete(if_unused, if_empty).await {
             Ok(n) => n,
-            Err(e) if e.code == crate::error::code::NOT_FOUND => 0,
+            Err(CoreError::NotFound { .. }) => 0,
             Err(e) => return Err(e),
         };
         self.forget_queue(&q);

@@ -9,7 +9,7 @@ use super::replies::{self, ReplyTargets};
 use super::VHost;
 use crate::confirm::ConfirmToken;
 use crate::delayed::Delayer;
-use crate::error::{AmqpError, AmqpResult};
+use crate::error::{CoreResult, Kind, Refusal};
 use crate::exchange::Exchange;
 use crate::message::Message;
 use crate::permissions::{self, Access, Permissions, TopicPermission};
@@ -101,11 +101,11 @@ impl Routed {
 
 /// Checks `user`'s write permission on the exchange named `name` in `vhost` (the default
 /// exchange under RabbitMQ's name `amq.default`).
-pub fn authorize_write(perms: &Permissions, vhost: &str, user: &str, name: &str) -> AmqpResult<()> {
+pub fn authorize_write(perms: &Permissions, vhost: &str, user: &str, name: &str) -> CoreResult<()> {
     let name = if name.is_empty() { "amq.default" } else { name };
     match perms.get(vhost, user) {
         Some(p) if p.allows(Access::Write, name) => Ok(()),
-        _ => Err(permissions::refused("exchange", name, vhost, user)),
+        _ => Err(permissions::refused(Kind::Exchange, name, vhost, user)),
     }
 }
 
@@ -118,12 +118,13 @@ impl VHost {
         user: &str,
         topics: Option<&[TopicPermission]>,
         routing_key: &str,
-    ) -> AmqpResult<()> {
+    ) -> CoreResult<()> {
         if x.internal {
-            return Err(AmqpError::access_refused(format!(
-                "cannot publish to internal exchange '{}' in vhost '{}'",
-                x.name, self.name
-            )));
+            return Err(Refusal::InternalExchange {
+                name: x.name.clone(),
+                vhost: self.name.clone(),
+            }
+            .into());
         }
         permissions::check_topic(topics, x, &self.name, user, routing_key, false)
     }

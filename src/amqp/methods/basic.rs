@@ -3,61 +3,70 @@
 use super::generated_name;
 use crate::amqp::channel::{group_by_queue, Channel, ChannelConsumer, Settle, UnackedEntry};
 use crate::amqp::codec;
-use crate::amqp::connection::Connection;
+use crate::amqp::session::Session;
 use crate::channels::Counter;
-use crate::error::{AmqpError, AmqpResult};
+use crate::error::{AmqpError, AmqpResult, Kind};
 use crate::permissions::Access;
 use crate::queue::consumer::ConsumerSpec;
 use amq_protocol::protocol::{basic, AMQPClass};
 use std::sync::atomic::AtomicU32;
 use std::sync::Arc;
 
-impl Connection {
-    pub(crate) async fn on_basic_method(
-        &mut self,
-        ch: &mut Channel,
-        m: basic::AMQPMethod,
-    ) -> AmqpResult<()> {
-        match m {
-            basic::AMQPMethod::Publish(p) => self.basic_publish(ch, p),
-            basic::AMQPMethod::Qos(q) => self.basic_qos(ch, q),
-            basic::AMQPMethod::Consume(c) => self.basic_consume(ch, c).await,
-            basic::AMQPMethod::Cancel(c) => self.basic_cancel(ch, c).await,
-            basic::AMQPMethod::Get(g) => self.basic_get(ch, g).await,
-            basic::AMQPMethod::Ack(a) => {
-                self.settle(ch, a.delivery_tag, a.multiple, Settle::Ack)
-                    .await
-            }
-            basic::AMQPMethod::Nack(n) => {
-                let how = if n.requeue {
-                    Settle::Requeue
-                } else {
-                    Settle::Discard
-                };
-                self.settle(ch, n.delivery_tag, n.multiple, how).await
-            }
-            basic::AMQPMethod::Reject(r) => {
-                let how = if r.requeue {
-                    Settle::Requeue
-                } else {
-                    Settle::Discard
-                };
-                self.settle(ch, r.delivery_tag, false, how).await
-            }
-            basic::AMQPMethod::Recover(r) => {
-                self.basic_recover(ch, r.requeue).await?;
-                self.send_method(
-                    ch.id,
-                    AMQPClass::Basic(basic::AMQPMethod::RecoverOk(basic::RecoverOk {})),
-                );
-                Ok(())
-            }
-            basic::AMQPMethod::RecoverAsync(r) => self.basic_recover(ch, r.requeue).await,
-            _ => Err(AmqpError::command_invalid("unexpected basic method")),
-        }
+impl Session {
+    /// basic.ack.
+    pub(super) async fn basic_ack(&mut self, ch: &mut Channel, a: basic::Ack) -> AmqpResult<()> {
+        self.settle(ch, a.delivery_tag, a.multiple, Settle::Ack)
+            .await
     }
 
-    fn basic_qos(&mut self, ch: &mut Channel, q: basic::Qos) -> AmqpResult<()> {
+    /// basic.nack.
+    pub(super) async fn basic_nack(&mut self, ch: &mut Channel, n: basic::Nack) -> AmqpResult<()> {
+        let how = if n.requeue {
+            Settle::Requeue
+        } else {
+            Settle::Discard
+        };
+        self.settle(ch, n.delivery_tag, n.multiple, how).await
+    }
+
+    /// basic.reject.
+    pub(super) async fn basic_reject(
+        &mut self,
+        ch: &mut Channel,
+        r: basic::Reject,
+    ) -> AmqpResult<()> {
+        let how = if r.requeue {
+            Settle::Requeue
+        } else {
+            Settle::Discard
+        };
+        self.settle(ch, r.delivery_tag, false, how).await
+    }
+
+    /// basic.recover (answered with recover-ok).
+    pub(super) async fn basic_recover(
+        &mut self,
+        ch: &mut Channel,
+        r: basic::Recover,
+    ) -> AmqpResult<()> {
+        self.recover(ch, r.requeue).await?;
+        self.send_method(
+            ch.id,
+            AMQPClass::Basic(basic::AMQPMethod::RecoverOk(basic::RecoverOk {})),
+        );
+        Ok(())
+    }
+
+    /// basic.recover-async.
+    pub(super) async fn basic_recover_async(
+        &mut self,
+        ch: &mut Channel,
+        r: basic::RecoverAsync,
+    ) -> AmqpResult<()> {
+        self.recover(ch, r.requeue).await
+    }
+
+    pub(super) fn basic_qos(&mut self, ch: &mut Channel, q: basic::Qos) -> AmqpResult<()> {
         if q.global {
             ch.limiter.set_limit(u32::from(q.prefetch_count));
             if ch.limiter.take_blocked() {
@@ -73,11 +82,15 @@ impl Connection {
         Ok(())
     }
 
-    async fn basic_consume(&mut self, ch: &mut Channel, c: basic::Consume) -> AmqpResult<()> {
+    pub(super) async fn basic_consume(
+        &mut self,
+        ch: &mut Channel,
+        c: basic::Consume,
+    ) -> AmqpResult<()> {
         if c.queue.as_str() == super::REPLY_QUEUE {
             return self.consume_reply_to(ch, c);
         }
-        self.authorize(Access::Read, "queue", c.queue.as_str())?;
+        self.authorize(Access::Read, Kind::Queue, c.queue.as_str())?;
         let q = self.vhost.queue(c.queue.as_str())?;
         self.vhost.check_exclusive(&q, self.id)?;
         let tag: Arc<str> = match c.consumer_tag.as_str() {
@@ -95,7 +108,7 @@ impl Connection {
                 "reached maximum ({max}) of consumers per channel"
             )));
         }
-        let Some(priority) = crate::queue::args::consumer_priority(&c.arguments) else {
+        let Some(priority) = crate::args::consumer_priority(&c.arguments) else {
             return Err(AmqpError::precondition_failed(format!(
                 "invalid arg 'x-priority' for consumer on {}",
                 q.describe()
@@ -115,7 +128,7 @@ impl Connection {
             limiter: ch.limiter.clone(),
             pending,
             priority,
-            timeout: crate::queue::args::consumer_timeout(&c.arguments)
+            timeout: crate::args::consumer_timeout(&c.arguments)
                 .or(q.applied().args.consumer_timeout)
                 .unwrap_or(self.broker.config.consumer_timeout),
         })
@@ -133,7 +146,11 @@ impl Connection {
         Ok(())
     }
 
-    async fn basic_cancel(&mut self, ch: &mut Channel, c: basic::Cancel) -> AmqpResult<()> {
+    pub(super) async fn basic_cancel(
+        &mut self,
+        ch: &mut Channel,
+        c: basic::Cancel,
+    ) -> AmqpResult<()> {
         if ch
             .reply_to
             .as_ref()
@@ -155,8 +172,8 @@ impl Connection {
         Ok(())
     }
 
-    async fn basic_get(&mut self, ch: &mut Channel, g: basic::Get) -> AmqpResult<()> {
-        self.authorize(Access::Read, "queue", g.queue.as_str())?;
+    pub(super) async fn basic_get(&mut self, ch: &mut Channel, g: basic::Get) -> AmqpResult<()> {
+        self.authorize(Access::Read, Kind::Queue, g.queue.as_str())?;
         let q = self.vhost.queue(g.queue.as_str())?;
         self.vhost.check_exclusive(&q, self.id)?;
         let cap = self.broker.config.max_unacked_per_channel as usize;
@@ -232,7 +249,7 @@ impl Connection {
         Ok(())
     }
 
-    async fn basic_recover(&mut self, ch: &mut Channel, requeue: bool) -> AmqpResult<()> {
+    async fn recover(&mut self, ch: &mut Channel, requeue: bool) -> AmqpResult<()> {
         if !requeue {
             return Err(AmqpError::not_implemented("requeue=false"));
         }

@@ -1,33 +1,29 @@
 //! confirm.select, and the publisher confirms it turns on.
 
 use crate::amqp::channel::Channel;
-use crate::amqp::connection::Connection;
+use crate::amqp::session::Session;
 use crate::error::{AmqpError, AmqpResult};
 use amq_protocol::protocol::{confirm, AMQPClass};
 
-impl Connection {
-    pub(crate) fn on_confirm_method(
+impl Session {
+    /// confirm.select.
+    pub(super) fn confirm_select(
         &mut self,
         ch: &mut Channel,
-        m: confirm::AMQPMethod,
+        s: confirm::Select,
     ) -> AmqpResult<()> {
-        match m {
-            confirm::AMQPMethod::Select(s) => {
-                if ch.tx.is_some() {
-                    return Err(AmqpError::precondition_failed(
-                        "cannot switch from tx to confirm mode",
-                    ));
-                }
-                ch.confirm = true;
-                if !s.nowait {
-                    self.send_method(
-                        ch.id,
-                        AMQPClass::Confirm(confirm::AMQPMethod::SelectOk(confirm::SelectOk {})),
-                    );
-                }
-                Ok(())
-            }
-            _ => Err(AmqpError::command_invalid("unexpected confirm method")),
+        if ch.tx.is_some() {
+            return Err(AmqpError::precondition_failed(
+                "cannot switch from tx to confirm mode",
+            ));
         }
+        ch.confirm = true;
+        if !s.nowait {
+            self.send_method(
+                ch.id,
+                AMQPClass::Confirm(confirm::AMQPMethod::SelectOk(confirm::SelectOk {})),
+            );
+        }
+        Ok(())
     }
 }

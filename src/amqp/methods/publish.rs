@@ -1,13 +1,12 @@
 //! basic.publish: content assembly (method, header, body frames), then routing and enqueueing,
 //! basic.return for unroutable mandatory messages, and publisher confirms.
 
-use crate::amqp::channel::{Channel, PendingContent};
+use crate::amqp::channel::{BodyFrame, Channel, PendingContent};
 use crate::amqp::codec::{self, ContentHeader};
-use crate::amqp::connection::Connection;
-use crate::amqp::direct::BodyFrame;
+use crate::amqp::session::Session;
 use crate::channels::Counter;
 use crate::confirm::ConfirmToken;
-use crate::error::{code, AmqpError, AmqpResult};
+use crate::error::{code, AmqpError, AmqpResult, Kind};
 use crate::exchange::Exchange;
 use crate::message::Message;
 use crate::vhost::publish::{Confirmer, PublishContext, Routed, Waiters};
@@ -15,8 +14,8 @@ use amq_protocol::protocol::basic;
 use bytes::BytesMut;
 use std::sync::Arc;
 
-impl Connection {
-    pub(crate) fn basic_publish(&mut self, ch: &mut Channel, p: basic::Publish) -> AmqpResult<()> {
+impl Session {
+    pub(super) fn basic_publish(&mut self, ch: &mut Channel, p: basic::Publish) -> AmqpResult<()> {
         ch.content = Some(PendingContent {
             publish: p,
             header: None,
@@ -58,7 +57,7 @@ impl Connection {
             )));
         }
         if let Some(e) = h.properties.expiration() {
-            if crate::queue::args::parse_expiration(e.as_str()).is_none() {
+            if crate::args::parse_expiration(e.as_str()).is_none() {
                 return Err(AmqpError::precondition_failed(format!(
                     "invalid expiration '{e}'"
                 )));
@@ -136,7 +135,7 @@ impl Connection {
             &header.properties,
         ));
         // A whole message is in: under a resource alarm, the connection blocks after it.
-        self.note_publish();
+        self.published = true;
         if let Some(tx) = ch.tx.as_mut() {
             self.vhost.exchange(publish.exchange.as_str())?;
             tx.publishes.push((publish, msg));
@@ -173,7 +172,7 @@ impl Connection {
         ch.stats.observe_publish(msg.body_len() as u64, ch.confirm);
         let mut confirms = match waiters {
             _ if ch.confirm => PublishConfirms::Channel {
-                sink: &self.sink,
+                sink: &self.confirm_sink,
                 channel: ch.id,
                 uid: ch.uid,
                 seq: ch.confirms.next_seq(),
@@ -244,7 +243,7 @@ impl Connection {
         }
         // Checked on a cache miss only: later publishes to the same exchange reuse the decision,
         // as RabbitMQ's channels cache theirs.
-        self.authorize(crate::permissions::Access::Write, "exchange", name)?;
+        self.authorize(crate::permissions::Access::Write, Kind::Exchange, name)?;
         let x = self.vhost.exchange(name)?;
         self.exchange_cache = Some(x.clone());
         Ok(x)
@@ -256,27 +255,6 @@ impl Connection {
             self.confirm_dirty.push(ch.id);
         }
     }
-
-    /// Reports settled publishes of the channels that have some: one basic.ack (multiple when
-    /// several) per run of stored publishes, a basic.nack for each failed one.
-    pub(crate) fn flush_confirms(&mut self) {
-        let dirty = std::mem::take(&mut self.confirm_dirty);
-        for id in &dirty {
-            let out = &mut self.out;
-            if let Some(ch) = self.channels.get_mut(*id) {
-                if ch.closing {
-                    continue;
-                }
-                let acked = ch.confirms.drain(|ack, tag, multiple| {
-                    codec::encode_confirm(out, *id, ack, tag, multiple)
-                });
-                ch.stats.add(Counter::Confirm, acked);
-                ch.update_gauges();
-            }
-        }
-        self.confirm_dirty = dirty;
-        self.confirm_dirty.clear();
-    }
 }
 
 /// Who waits for the stored copies of one AMQP publish.
@@ -284,7 +262,7 @@ enum PublishConfirms<'a> {
     /// A confirm-mode channel: tokens report to its connection under the publish's sequence
     /// number; `waits` counts them.
     Channel {
-        sink: &'a crate::queue::consumer::ConsumerSink,
+        sink: &'a Arc<dyn crate::confirm::ConfirmSink>,
         channel: u16,
         uid: u64,
         seq: u64,

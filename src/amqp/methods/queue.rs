@@ -2,39 +2,19 @@
 
 use super::generated_name;
 use crate::amqp::channel::Channel;
-use crate::amqp::connection::Connection;
-use crate::error::{AmqpError, AmqpResult};
+use crate::amqp::session::Session;
+use crate::error::{AmqpResult, Kind};
 use crate::permissions::Access;
 use crate::vhost::QueueOptions;
 use amq_protocol::protocol::{queue, AMQPClass};
 use std::sync::Arc;
 
-impl Connection {
-    pub(crate) async fn on_queue_method(
+impl Session {
+    pub(super) async fn queue_declare(
         &mut self,
         ch: &mut Channel,
-        m: queue::AMQPMethod,
+        d: queue::Declare,
     ) -> AmqpResult<()> {
-        // Durable changes are committed before the reply (still in the output buffer) is sent.
-        let mark = self.vhost.store.submitted();
-        let reply_at = self.out.len();
-        let r = match m {
-            queue::AMQPMethod::Declare(d) => self.queue_declare(ch, d).await,
-            queue::AMQPMethod::Bind(b) => self.queue_bind(ch, b),
-            queue::AMQPMethod::Unbind(u) => self.queue_unbind(ch, u),
-            queue::AMQPMethod::Purge(p) => self.queue_purge(ch, p).await,
-            queue::AMQPMethod::Delete(d) => self.queue_delete(ch, d).await,
-            _ => Err(AmqpError::command_invalid("unexpected queue method")),
-        };
-        if !self.vhost.store.sync_since(mark).await && r.is_ok() {
-            // Take back the reply: the change is not durable.
-            self.out.truncate(reply_at);
-            return Err(AmqpError::internal("the change could not be stored"));
-        }
-        r
-    }
-
-    async fn queue_declare(&mut self, ch: &mut Channel, d: queue::Declare) -> AmqpResult<()> {
         if d.passive && d.queue.as_str() == super::REPLY_QUEUE {
             // The direct reply-to pseudo-queue always "exists", as in RabbitMQ.
             if !d.nowait {
@@ -55,9 +35,14 @@ impl Connection {
             false => d.queue.as_str().to_owned(),
         };
         if !d.passive {
-            self.authorize(Access::Configure, "queue", &name)?;
+            self.authorize(Access::Configure, Kind::Queue, &name)?;
             if self.vhost.queue(&name).is_err() {
-                self.authorize_forwarding("queue", &name, &d.arguments, "x-dead-letter-exchange")?;
+                self.authorize_forwarding(
+                    Kind::Queue,
+                    &name,
+                    &d.arguments,
+                    "x-dead-letter-exchange",
+                )?;
             }
         }
         let q = self.vhost.queue_declare(
@@ -92,9 +77,9 @@ impl Connection {
         Ok(())
     }
 
-    fn queue_bind(&mut self, ch: &mut Channel, b: queue::Bind) -> AmqpResult<()> {
-        self.authorize(Access::Write, "queue", b.queue.as_str())?;
-        self.authorize(Access::Read, "exchange", b.exchange.as_str())?;
+    pub(super) fn queue_bind(&mut self, ch: &mut Channel, b: queue::Bind) -> AmqpResult<()> {
+        self.authorize(Access::Write, Kind::Queue, b.queue.as_str())?;
+        self.authorize(Access::Read, Kind::Exchange, b.exchange.as_str())?;
         self.authorize_topic_read(b.exchange.as_str(), b.routing_key.as_str())?;
         self.vhost.queue_bind(
             b.queue.as_str(),
@@ -112,9 +97,9 @@ impl Connection {
         Ok(())
     }
 
-    fn queue_unbind(&mut self, ch: &mut Channel, u: queue::Unbind) -> AmqpResult<()> {
-        self.authorize(Access::Write, "queue", u.queue.as_str())?;
-        self.authorize(Access::Read, "exchange", u.exchange.as_str())?;
+    pub(super) fn queue_unbind(&mut self, ch: &mut Channel, u: queue::Unbind) -> AmqpResult<()> {
+        self.authorize(Access::Write, Kind::Queue, u.queue.as_str())?;
+        self.authorize(Access::Read, Kind::Exchange, u.exchange.as_str())?;
         self.authorize_topic_read(u.exchange.as_str(), u.routing_key.as_str())?;
         self.vhost.queue_unbind(
             u.queue.as_str(),
@@ -130,8 +115,12 @@ impl Connection {
         Ok(())
     }
 
-    async fn queue_purge(&mut self, ch: &mut Channel, p: queue::Purge) -> AmqpResult<()> {
-        self.authorize(Access::Read, "queue", p.queue.as_str())?;
+    pub(super) async fn queue_purge(
+        &mut self,
+        ch: &mut Channel,
+        p: queue::Purge,
+    ) -> AmqpResult<()> {
+        self.authorize(Access::Read, Kind::Queue, p.queue.as_str())?;
         let q = self.vhost.queue(p.queue.as_str())?;
         self.vhost.check_exclusive(&q, self.id)?;
         let message_count = q.purge().await?;
@@ -144,8 +133,12 @@ impl Connection {
         Ok(())
     }
 
-    async fn queue_delete(&mut self, ch: &mut Channel, d: queue::Delete) -> AmqpResult<()> {
-        self.authorize(Access::Configure, "queue", d.queue.as_str())?;
+    pub(super) async fn queue_delete(
+        &mut self,
+        ch: &mut Channel,
+        d: queue::Delete,
+    ) -> AmqpResult<()> {
+        self.authorize(Access::Configure, Kind::Queue, d.queue.as_str())?;
         let message_count = self
             .vhost
             .queue_delete(d.queue.as_str(), d.if_unused, d.if_empty, self.id)

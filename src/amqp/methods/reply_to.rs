@@ -5,14 +5,14 @@
 
 use super::generated_name;
 use crate::amqp::channel::Channel;
-use crate::amqp::connection::Connection;
+use crate::amqp::session::Session;
 use crate::error::{AmqpError, AmqpResult};
 use crate::message::Message;
 use crate::vhost::replies::{ReplyTarget, REPLY_PREFIX, REPLY_QUEUE};
 use amq_protocol::protocol::{basic, AMQPClass};
 use std::sync::Arc;
 
-impl Connection {
+impl Session {
     /// basic.consume on the pseudo-queue.
     pub(crate) fn consume_reply_to(
         &mut self,

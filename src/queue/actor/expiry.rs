@@ -1,12 +1,12 @@
 //! The parts of the queue task that retire messages: TTL expiry (head only), x-expires,
 //! consumer timeouts, max-length limits and dead-lettering.
 
-use super::{now_ms, unix_secs, QueueActor};
+use super::{now_ms, QueueActor};
+use crate::args::Overflow;
+use crate::clock::unix_secs;
 use crate::message::Message;
-use crate::queue::args::Overflow;
 use crate::queue::consumer::ConsumerEvent;
 use crate::queue::deadletter::{self, Reason};
-use crate::vhost::publish::{NoConfirms, PublishContext, RouteState};
 use std::sync::Arc;
 
 impl QueueActor {
@@ -88,8 +88,8 @@ impl QueueActor {
             return;
         };
         if self.consumers.is_empty() && now_ms() >= self.last_used + e {
-            if let Some(vhost) = self.vhost.upgrade() {
-                vhost.forget_queue(&self.shared);
+            if let Some(host) = self.host.upgrade() {
+                host.forget_queue(&self.shared);
             }
             self.stop();
         }
@@ -105,20 +105,15 @@ impl QueueActor {
         }
     }
 
-    /// Republishes this batch's dead letters through the dead-letter exchange, by the core's
-    /// publish (which skips the queues a copy would cycle back to). The publishes run in their
-    /// own task, so two queues dead-lettering into each other cannot deadlock.
+    /// Republishes this batch's dead letters through the dead-letter exchange, by the vhost's
+    /// publish (which skips the queues a copy would cycle back to).
     pub(super) fn send_dead_letters(&mut self) {
         if self.dead.is_empty() {
             return;
         }
         let dead = std::mem::take(&mut self.dead);
-        let (Some(dlx), Some(vhost)) =
-            (self.args.dead_letter_exchange.clone(), self.vhost.upgrade())
+        let (Some(dlx), Some(host)) = (self.args.dead_letter_exchange.clone(), self.host.upgrade())
         else {
-            return;
-        };
-        let Ok(x) = vhost.exchange(&dlx) else {
             return;
         };
         let now = unix_secs();
@@ -139,18 +134,7 @@ impl QueueActor {
                 now,
             )));
         }
-        tokio::spawn(async move {
-            let ctx = PublishContext {
-                dead_letter: true,
-                ..PublishContext::default()
-            };
-            let mut state = RouteState::default();
-            for copy in copies {
-                vhost
-                    .publish(&x, copy, ctx, &mut NoConfirms, &mut state)
-                    .await;
-            }
-        });
+        host.dead_letter(&dlx, copies);
     }
 
     /// Applies x-max-length / x-max-length-bytes to an incoming message; false when it is

@@ -10,10 +10,9 @@ use super::ready::{Ready, ReadyList};
 use super::stats::{Counter, Stats};
 use super::{GetResult, QueueCmd, QueueRef};
 use crate::confirm::ConfirmToken;
-use crate::error::AmqpError;
+use crate::error::{CoreError, Kind, Precondition, Refusal};
 use crate::message::Message;
 use crate::store::{Op, Store};
-use crate::vhost::VHost;
 use std::collections::HashMap;
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Weak};
@@ -36,13 +35,6 @@ fn now_ms() -> u64 {
     tokio::time::Instant::now()
         .saturating_duration_since(base)
         .as_millis() as u64
-}
-
-/// Seconds since the Unix epoch (x-death `time`).
-fn unix_secs() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_secs())
 }
 
 #[derive(Debug)]
@@ -88,8 +80,8 @@ enum Pending {
 struct QueueActor {
     shared: QueueRef,
     /// The arguments in force (declared, combined with policies).
-    args: Arc<super::args::QueueArgs>,
-    vhost: Weak<VHost>,
+    args: Arc<crate::args::QueueArgs>,
+    host: Weak<dyn super::QueueHost>,
     store: Store,
     ready: ReadyList,
     unacked: HashMap<u64, Unacked>,
@@ -117,7 +109,7 @@ struct QueueActor {
     /// When the queue was last used (x-expires), on `now_ms`'s clock.
     last_used: u64,
     /// Answer to queue.delete, sent once the deletion is handed to the store.
-    delete_reply: Option<(oneshot::Sender<Result<u32, AmqpError>>, u32)>,
+    delete_reply: Option<(oneshot::Sender<Result<u32, CoreError>>, u32)>,
 }
 
 /// What a queue task reads: the bounded data mailbox (publishes, gets, admin commands) and
@@ -141,17 +133,17 @@ pub(super) fn mailbox(
 }
 
 /// Spawns the task of a queue, with the sequence numbers of recovered messages.
-pub(super) fn start(
+pub(super) fn start<H: super::QueueHost>(
     shared: QueueRef,
-    vhost: &Arc<VHost>,
+    host: &Arc<H>,
     rx: Mailbox,
     recovered: Vec<crate::store::RecoveredMessage>,
     delivered: Option<u64>,
 ) {
     let next_seq = recovered.iter().map(|m| m.seq + 1).max().unwrap_or(0);
-    let page_file = vhost.store.paging().page_file();
+    let page_file = host.store().paging().page_file();
     let mut ready = ReadyList::new(shared.args.max_priority, Some(page_file));
-    let (now, unix_now) = (now_ms(), crate::delayed::unix_ms());
+    let (now, unix_now) = (now_ms(), crate::clock::unix_ms());
     for m in recovered {
         let priority = ready.level_of(Some(m.priority));
         ready.insert(Ready {
@@ -168,15 +160,15 @@ pub(super) fn start(
     let actor = QueueActor {
         args: shared.applied().args.clone(),
         shared,
-        vhost: Arc::downgrade(vhost),
-        store: vhost.store.clone(),
+        host: Arc::downgrade(host) as Weak<dyn super::QueueHost>,
+        store: host.store().clone(),
         ready,
         unacked: HashMap::new(),
         next_seq,
         consumers: Vec::new(),
         stats: Stats::default(),
         capacity: Default::default(),
-        last_activity: crate::delayed::unix_ms(),
+        last_activity: crate::clock::unix_ms(),
         timeout_check_at: None,
         next_consumer: 0,
         had_consumers: false,
@@ -227,7 +219,7 @@ impl QueueActor {
             tokio::select! {
                 Some(cmd) = rx.control.recv() => {
                     self.handle_control(cmd, &mut rx.control);
-                    self.last_activity = crate::delayed::unix_ms();
+                    self.last_activity = crate::clock::unix_ms();
                 }
                 n = rx.data.recv_many(&mut batch, limit) => {
                     if n == 0 {
@@ -259,7 +251,7 @@ impl QueueActor {
                         }
                     }
                     if active {
-                        self.last_activity = crate::delayed::unix_ms();
+                        self.last_activity = crate::clock::unix_ms();
                     }
                 }
                 _ = wake => {}
@@ -396,7 +388,7 @@ impl QueueActor {
                     (a, b) => a.or(b),
                 };
                 if self.shared.persists(&msg) {
-                    let expires_at = ttl.map(|t| crate::delayed::unix_ms().saturating_add(t));
+                    let expires_at = ttl.map(|t| crate::clock::unix_ms().saturating_add(t));
                     self.pending
                         .push(Pending::Put(seq, msg.clone(), expires_at, token));
                 } else if let Some(t) = token {
@@ -525,15 +517,16 @@ impl QueueActor {
                 reply,
             } => {
                 let r = if if_unused && !self.consumers.is_empty() {
-                    Err(AmqpError::precondition_failed(format!(
-                        "{} in use",
-                        self.shared.describe()
-                    )))
+                    Err(CoreError::from(Precondition::InUse {
+                        kind: Kind::Queue,
+                        name: self.shared.name.clone(),
+                        vhost: self.shared.vhost.clone(),
+                    }))
                 } else if if_empty && !self.ready.is_empty() {
-                    Err(AmqpError::precondition_failed(format!(
-                        "{} is not empty",
-                        self.shared.describe()
-                    )))
+                    Err(CoreError::from(Precondition::NotEmpty {
+                        queue: self.shared.name.clone(),
+                        vhost: self.shared.vhost.clone(),
+                    }))
                 } else {
                     Ok(self.ready.len() as u32)
                 };
@@ -628,14 +621,15 @@ impl QueueActor {
         });
     }
 
-    fn add_consumer(&mut self, spec: ConsumerSpec) -> Result<(), AmqpError> {
+    fn add_consumer(&mut self, spec: ConsumerSpec) -> Result<(), CoreError> {
         if self.consumers.iter().any(|c| c.spec.exclusive)
             || (spec.exclusive && !self.consumers.is_empty())
         {
-            return Err(AmqpError::access_refused(format!(
-                "{} in exclusive use",
-                self.shared.describe()
-            )));
+            return Err(Refusal::ExclusiveUse {
+                queue: self.shared.name.clone(),
+                vhost: self.shared.vhost.clone(),
+            }
+            .into());
         }
         // Kept ordered by priority (highest first), then registration order.
         let pos = self
@@ -668,8 +662,8 @@ impl QueueActor {
             }
         }
         if self.consumers.is_empty() && self.had_consumers && self.shared.auto_delete {
-            if let Some(vhost) = self.vhost.upgrade() {
-                vhost.forget_queue(&self.shared);
+            if let Some(host) = self.host.upgrade() {
+                host.forget_queue(&self.shared);
             }
             self.stop();
         }
@@ -686,9 +680,9 @@ impl QueueActor {
         }
         self.ready.clear();
         self.unacked.clear();
-        if let (Some(id), Some(vhost)) = (self.shared.store_id, self.vhost.upgrade()) {
+        if let Some(id) = self.shared.store_id {
             self.pending.push(Pending::Op(Op::delete_queue(
-                &vhost.name,
+                &self.shared.vhost,
                 &self.shared.name,
                 id,
             )));

@@ -7,8 +7,9 @@
 //! space on its way in, not three times (read buffer growth, assembly), and the read buffer
 //! never holds a large payload that queued messages would keep alive.
 
-use super::codec::{self, FRAME_BODY, FRAME_END};
-use super::connection::Connection;
+use super::Connection;
+use crate::amqp::channel::BodyFrame;
+use crate::amqp::codec::{self, FRAME_BODY, FRAME_END};
 use crate::error::AmqpError;
 use bytes::buf::Limit;
 use bytes::{Buf, BufMut, BytesMut};
@@ -31,14 +32,6 @@ impl DirectBody {
     pub fn target(&mut self) -> Limit<&mut BytesMut> {
         (&mut self.data).limit(self.left)
     }
-}
-
-/// What a body frame hands to content assembly.
-pub(crate) enum BodyFrame {
-    /// A payload decoded from the read buffer.
-    Buffered(bytes::Bytes),
-    /// The message's buffer back from a direct read, with the frame's payload appended.
-    Direct(BytesMut),
 }
 
 impl Connection {

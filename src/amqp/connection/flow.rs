@@ -5,8 +5,8 @@
 //! connection that only consumes keeps running. When the alarms clear, a blocked connection
 //! gets `connection.unblocked` and is read again.
 
+use super::Connection;
 use crate::alarms::AlarmState;
-use crate::amqp::connection::Connection;
 use amq_protocol::protocol::{connection, AMQPClass};
 
 /// A connection's alarm flow state.
@@ -23,26 +23,23 @@ pub(crate) struct Flow {
 }
 
 impl Connection {
-    /// Notes a published message: with an alarm raised, the connection blocks after this frame.
-    pub(crate) fn note_publish(&mut self) {
-        if self.flow.alarm.any() && !self.flow.blocked {
+    /// Blocks now if a publish asked for it; true while the connection must not be read.
+    /// A message published while an alarm is raised blocks the connection after its frame.
+    pub(crate) fn apply_block(&mut self) -> bool {
+        if std::mem::take(&mut self.s.published) && self.flow.alarm.any() && !self.flow.blocked {
             self.flow.pending = true;
         }
-    }
-
-    /// Blocks now if a publish asked for it; true while the connection must not be read.
-    pub(crate) fn apply_block(&mut self) -> bool {
         if self.flow.pending {
             self.flow.pending = false;
             self.flow.blocked = true;
             tracing::info!(
-                connection = self.id,
+                connection = self.s.id,
                 reason = self.flow.alarm.reason(),
                 "publisher blocked"
             );
             if self.blocked_notify {
                 self.flow.notified = true;
-                self.send_method(
+                self.s.send_method(
                     0,
                     AMQPClass::Connection(connection::AMQPMethod::Blocked(connection::Blocked {
                         reason: self.flow.alarm.reason().into(),
@@ -60,9 +57,9 @@ impl Connection {
             return false;
         }
         self.flow.blocked = false;
-        tracing::info!(connection = self.id, "publisher unblocked");
+        tracing::info!(connection = self.s.id, "publisher unblocked");
         if std::mem::take(&mut self.flow.notified) {
-            self.send_method(
+            self.s.send_method(
                 0,
                 AMQPClass::Connection(connection::AMQPMethod::Unblocked(connection::Unblocked {})),
             );

@@ -2,8 +2,8 @@
 //! delivery tags and unacked list live), confirms of stored publishes, direct replies, consumer
 //! timeouts and cancellations.
 
+use super::Connection;
 use crate::amqp::codec;
-use crate::amqp::connection::Connection;
 use crate::error::AmqpError;
 use crate::queue::consumer::{ConsumerEvent, Delivery, PENDING_WINDOW};
 use amq_protocol::protocol::{basic, AMQPClass};
@@ -21,8 +21,8 @@ impl Connection {
             } => {
                 if let Some(ch) = self.open_channel(channel).filter(|c| c.uid == channel_uid) {
                     ch.confirms.outcome(seq, ok);
-                    if !self.confirm_dirty.contains(&channel) {
-                        self.confirm_dirty.push(channel);
+                    if !self.s.confirm_dirty.contains(&channel) {
+                        self.s.confirm_dirty.push(channel);
                     }
                 }
             }
@@ -32,9 +32,9 @@ impl Connection {
                 tag,
                 msg,
             } => {
-                let frame_max = self.frame_max;
+                let frame_max = self.s.frame_max;
                 let closing = self.closing.is_some();
-                let out = &mut self.out;
+                let out = &mut self.s.out;
                 if let Some(ch) = self.channels.get_mut(channel) {
                     let live = ch.uid == channel_uid
                         && ch.reply_to.as_ref().is_some_and(|(t, _)| *t == tag);
@@ -72,7 +72,7 @@ impl Connection {
                              {timeout} ms. This timeout value can be configured, see consumers doc guide \
                              to learn more"
                         ));
-                        self.close_channel(&mut ch, e).await;
+                        self.s.close_channel(&mut ch, e).await;
                     }
                     self.channels.put(ch);
                 }
@@ -83,7 +83,7 @@ impl Connection {
                     return;
                 };
                 if ch.consumers.remove(&tag).is_some() && notify {
-                    self.send_method(
+                    self.s.send_method(
                         channel,
                         AMQPClass::Basic(basic::AMQPMethod::Cancel(basic::Cancel {
                             consumer_tag: tag.as_ref().into(),
@@ -99,8 +99,8 @@ impl Connection {
         if d.pending.fetch_sub(1, Ordering::AcqRel) == PENDING_WINDOW {
             d.queue.kick();
         }
-        let frame_max = self.frame_max;
-        let out = &mut self.out;
+        let frame_max = self.s.frame_max;
+        let out = &mut self.s.out;
         let closing = self.closing.is_some();
         let ch = match self.channels.get_mut(d.channel) {
             Some(ch)
@@ -139,7 +139,7 @@ impl Connection {
         if d.msg.body_len() >= codec::SHARED_BODY_MIN {
             codec::encode_content_shared(
                 out,
-                &mut self.out_chunks,
+                &mut self.s.out_chunks,
                 d.channel,
                 d.msg.raw_properties(),
                 &d.msg.body_bytes(),
@@ -170,5 +170,26 @@ impl Connection {
             });
             ch.update_unacked_gauge();
         }
+    }
+
+    /// Reports settled publishes of the channels that have some: one basic.ack (multiple when
+    /// several) per run of stored publishes, a basic.nack for each failed one.
+    pub(crate) fn flush_confirms(&mut self) {
+        let dirty = std::mem::take(&mut self.s.confirm_dirty);
+        for id in &dirty {
+            let out = &mut self.s.out;
+            if let Some(ch) = self.channels.get_mut(*id) {
+                if ch.closing {
+                    continue;
+                }
+                let acked = ch.confirms.drain(|ack, tag, multiple| {
+                    codec::encode_confirm(out, *id, ack, tag, multiple)
+                });
+                ch.stats.add(crate::channels::Counter::Confirm, acked);
+                ch.update_gauges();
+            }
+        }
+        self.s.confirm_dirty = dirty;
+        self.s.confirm_dirty.clear();
     }
 }

@@ -1,23 +1,30 @@
 //! One client connection after the handshake: the task that reads the socket and owns the
 //! channel table, and the writer task that coalesces everything queued for the socket into few
 //! writes and sends heartbeats. Deliveries from queues arrive in this task's inbox and are
-//! handled in `events.rs`. Closing half-closes the socket and reads until the peer closes, so
-//! a close is never lost to a reset.
+//! handled in `events.rs`. Methods on an open channel go to `methods::dispatch` with the
+//! connection's `Session`, the narrow context the handlers see. Closing half-closes the socket
+//! and reads until the peer closes, so a close is never lost to a reset.
 
-use crate::amqp::buffers::{read_some, BUFFER_LARGE, BUFFER_SMALL};
-use crate::amqp::channel::Channel;
+mod buffers;
+mod direct;
+mod events;
+mod flow;
+
+pub(crate) use buffers::BUFFER_SMALL;
+
+use crate::amqp::channel::{BodyFrame, Channel};
 use crate::amqp::channel_table::ChannelTable;
 use crate::amqp::codec::{self, Frame};
-use crate::amqp::direct::{BodyFrame, DirectBody};
 use crate::amqp::handshake::Opened;
+use crate::amqp::methods;
+use crate::amqp::session::Session;
 use crate::broker::Broker;
 use crate::connections::ConnectionInfo;
 use crate::error::{code, AmqpError, AmqpResult, Scope};
-use crate::queue::consumer::ConsumerSink;
-use crate::queue::QueueRef;
-use crate::vhost::VHost;
 use amq_protocol::protocol::{channel, connection, AMQPClass};
+use buffers::{read_some, BUFFER_LARGE};
 use bytes::{Bytes, BytesMut};
+use direct::DirectBody;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
@@ -34,35 +41,19 @@ pub(crate) const DRAIN_TIMEOUT: Duration = Duration::from_secs(3);
 
 /// State of one open connection.
 pub(crate) struct Connection {
-    pub id: u64,
+    /// What the method handlers may touch: vhost, user, outbox, publish caches.
+    pub s: Session,
     /// This connection in the broker's registry.
     pub info: Arc<ConnectionInfo>,
-    pub broker: Arc<Broker>,
-    pub vhost: Arc<VHost>,
-    pub user: String,
-    pub out: BytesMut,
-    /// Output queued before `out`: large bodies by reference, with the frames around them.
-    pub out_chunks: Vec<Bytes>,
     /// A large body frame being read straight into its message (`direct.rs`).
     pub direct: Option<DirectBody>,
-    pub frame_max: u32,
     pub channel_max: u16,
     pub cancel_notify: bool,
     /// The client takes connection.blocked / unblocked.
     pub blocked_notify: bool,
     /// Resource-alarm flow control (`flow.rs`).
-    pub flow: super::flow::Flow,
-    pub sink: ConsumerSink,
-    pub exclusive_queues: Vec<QueueRef>,
+    pub flow: flow::Flow,
     pub channels: ChannelTable,
-    /// Routing buffers and the default-exchange cache of the core's publish.
-    pub route_state: crate::vhost::publish::RouteState,
-    /// The exchange last published to (saves a registry lookup per message).
-    pub exchange_cache: Option<Arc<crate::exchange::Exchange>>,
-    /// The user's topic permissions in this vhost, read at connection.open (None: unrestricted).
-    pub topic_permissions: Option<Arc<Vec<crate::permissions::TopicPermission>>>,
-    /// Channels with publishes waiting for their confirm.
-    pub confirm_dirty: Vec<u16>,
     /// connection.close was sent; waiting for close-ok until this instant.
     pub(crate) closing: Option<Instant>,
     /// The connection is finished.
@@ -87,28 +78,32 @@ pub(crate) async fn run<R, W>(
     let (sink, mut inbox) = mpsc::unbounded_channel();
     let (wtx, wrx) = mpsc::channel::<Bytes>(WRITER_QUEUE);
     let heartbeat = Duration::from_secs(u64::from(opened.heartbeat));
-    let writer = tokio::spawn(super::writer::write_loop(wr, wrx, heartbeat));
+    let writer = tokio::spawn(crate::amqp::writer::write_loop(wr, wrx, heartbeat));
     let mut c = Connection {
-        id: registration.id,
+        s: Session {
+            id: registration.id,
+            broker,
+            vhost: opened.vhost,
+            user: opened.user,
+            frame_max: opened.frame_max,
+            out: BytesMut::with_capacity(BUFFER_SMALL),
+            out_chunks: Vec::new(),
+            confirm_sink: Arc::new(sink.clone()),
+            sink,
+            exclusive_queues: Vec::new(),
+            route_state: Default::default(),
+            exchange_cache: None,
+            topic_permissions,
+            confirm_dirty: Vec::new(),
+            published: false,
+        },
         info: registration.info.clone(),
-        broker,
-        vhost: opened.vhost,
-        user: opened.user,
-        out: BytesMut::with_capacity(BUFFER_SMALL),
-        out_chunks: Vec::new(),
         direct: None,
-        frame_max: opened.frame_max,
         channel_max: opened.channel_max,
         cancel_notify: opened.cancel_notify,
         blocked_notify: opened.blocked_notify,
         flow: Default::default(),
-        sink,
-        exclusive_queues: Vec::new(),
         channels: ChannelTable::default(),
-        route_state: Default::default(),
-        exchange_cache: None,
-        topic_permissions,
-        confirm_dirty: Vec::new(),
         closing: None,
         done: false,
     };
@@ -125,7 +120,7 @@ pub(crate) async fn run<R, W>(
     let info = registration.info.clone();
     let kill = info.kill.notified();
     tokio::pin!(kill);
-    let mut alarms = c.broker.alarms.subscribe();
+    let mut alarms = c.s.broker.alarms.subscribe();
     c.flow.alarm = *alarms.borrow_and_update();
     let mut alarms_open = true;
     // Frames a client pipelined behind connection.open arrived with the handshake.
@@ -184,7 +179,7 @@ pub(crate) async fn run<R, W>(
             _ = ticker.tick(), if !heartbeat.is_zero() => {
                 // A connection blocked by an alarm is not read, so its heartbeats wait too.
                 if !c.flow.blocked && last_recv.elapsed() > heartbeat * 2 {
-                    tracing::info!(connection = c.id, "missed heartbeats from client, closing");
+                    tracing::info!(connection = c.s.id, "missed heartbeats from client, closing");
                     break;
                 }
             }
@@ -205,8 +200,8 @@ pub(crate) async fn run<R, W>(
     tracing::info!(
         "closing AMQP connection ({}, vhost: '{}', user: '{}')",
         c.info.name(),
-        c.vhost.name,
-        c.user
+        c.s.vhost.name,
+        c.s.user
     );
     c.cleanup().await;
     drop(c);
@@ -214,34 +209,29 @@ pub(crate) async fn run<R, W>(
     drop(wtx);
     let _ = tokio::time::timeout(Duration::from_secs(5), writer).await;
     if drain {
-        super::drain(&mut rd, DRAIN_TIMEOUT).await;
+        crate::amqp::drain(&mut rd, DRAIN_TIMEOUT).await;
     }
 }
 
 impl Connection {
     /// Hands what was encoded since the last call to the writer task; false once it is gone.
     async fn flush_output(&mut self, wtx: &mpsc::Sender<Bytes>) -> bool {
-        for chunk in self.out_chunks.drain(..) {
+        for chunk in self.s.out_chunks.drain(..) {
             if wtx.send(chunk).await.is_err() {
                 return false;
             }
         }
-        if self.out.is_empty() {
+        if self.s.out.is_empty() {
             return true;
         }
-        let chunk = self.out.split().freeze();
+        let chunk = self.s.out.split().freeze();
         // Room for as much as this turn wrote, so a busy connection does not grow its buffer
         // step by step (copying) every turn.
         let wanted = chunk.len().min(BUFFER_LARGE);
-        if wanted > BUFFER_SMALL && self.out.capacity() < wanted {
-            self.out.reserve(wanted);
+        if wanted > BUFFER_SMALL && self.s.out.capacity() < wanted {
+            self.s.out.reserve(wanted);
         }
         wtx.send(chunk).await.is_ok()
-    }
-
-    /// Sends a method frame.
-    pub fn send_method(&mut self, channel: u16, method: AMQPClass) {
-        codec::encode_method(&mut self.out, channel, &method);
     }
 
     /// The open channel with this id, if any (a closing one is not open).
@@ -254,8 +244,8 @@ impl Connection {
         if self.closing.is_some() {
             return;
         }
-        tracing::debug!(connection = self.id, code = e.code, text = %e.text, "closing connection");
-        self.send_method(
+        tracing::debug!(connection = self.s.id, code = e.code, text = %e.text, "closing connection");
+        self.s.send_method(
             0,
             AMQPClass::Connection(connection::AMQPMethod::Close(connection::Close {
                 reply_code: e.code,
@@ -276,7 +266,7 @@ impl Connection {
             if self.done || self.direct.is_some() {
                 return;
             }
-            match codec::decode_buffered(rbuf, self.frame_max) {
+            match codec::decode_buffered(rbuf, self.s.frame_max) {
                 Ok(Some(frame)) => {
                     if let Err(e) = self.on_frame(frame).await {
                         // Channel errors were handled by their channel; what reaches here
@@ -311,7 +301,7 @@ impl Connection {
                 match *m {
                     AMQPClass::Connection(connection::AMQPMethod::CloseOk(_)) => self.done = true,
                     AMQPClass::Connection(connection::AMQPMethod::Close(_)) => {
-                        self.send_method(
+                        self.s.send_method(
                             0,
                             AMQPClass::Connection(connection::AMQPMethod::CloseOk(
                                 connection::CloseOk {},
@@ -338,7 +328,7 @@ impl Connection {
             Frame::Refused(ch, e) => {
                 if ch != 0 && e.scope == Scope::Channel {
                     if let Some(mut c) = self.channels.take(ch) {
-                        self.close_channel(&mut c, e).await;
+                        self.s.close_channel(&mut c, e).await;
                         self.channels.put(c);
                         return Ok(());
                     }
@@ -372,7 +362,7 @@ impl Connection {
     fn on_connection_method(&mut self, m: AMQPClass) -> AmqpResult<()> {
         match m {
             AMQPClass::Connection(connection::AMQPMethod::Close(_)) => {
-                self.send_method(
+                self.s.send_method(
                     0,
                     AMQPClass::Connection(connection::AMQPMethod::CloseOk(connection::CloseOk {})),
                 );
@@ -389,7 +379,7 @@ impl Connection {
                 if _u.reason.as_str() == super::cleanup_tests::PANIC_REASON {
                     panic!("connection task fault injected by a test");
                 }
-                self.send_method(
+                self.s.send_method(
                     0,
                     AMQPClass::Connection(connection::AMQPMethod::UpdateSecretOk(
                         connection::UpdateSecretOk {},
@@ -412,10 +402,11 @@ impl Connection {
     /// (a connection error, as in RabbitMQ).
     fn check_user_channel_limit(&self) -> AmqpResult<()> {
         let user = &self.info.user;
-        let Some(limit) = self.broker.user_limit(user, "max-channels") else {
+        let Some(limit) = self.s.broker.user_limit(user, "max-channels") else {
             return Ok(());
         };
         let open: usize = self
+            .s
             .broker
             .connections
             .list()
@@ -453,7 +444,7 @@ impl Connection {
                 match *m {
                     AMQPClass::Channel(channel::AMQPMethod::CloseOk(_)) => ch.finished = true,
                     AMQPClass::Channel(channel::AMQPMethod::Close(_)) => {
-                        self.send_method(
+                        self.s.send_method(
                             id,
                             AMQPClass::Channel(channel::AMQPMethod::CloseOk(channel::CloseOk {})),
                         );
@@ -472,7 +463,7 @@ impl Connection {
         };
         let result = match result {
             Err(e) if e.scope == Scope::Channel => {
-                self.close_channel(&mut ch, e).await;
+                self.s.close_channel(&mut ch, e).await;
                 Ok(())
             }
             other => other,
@@ -505,16 +496,16 @@ impl Connection {
                     )));
                 }
                 self.check_user_channel_limit()?;
-                let uid = self.broker.next_id();
+                let uid = self.s.broker.next_id();
                 self.info.channels.fetch_add(1, Ordering::Relaxed);
-                let stats = self.broker.connections.open_channel(&self.info, id);
+                let stats = self.s.broker.connections.open_channel(&self.info, id);
                 self.channels.put(Box::new(Channel::new(
                     id,
                     uid,
-                    self.broker.config.max_unacked_per_channel,
+                    self.s.broker.config.max_unacked_per_channel,
                     stats,
                 )));
-                self.send_method(
+                self.s.send_method(
                     id,
                     AMQPClass::Channel(channel::AMQPMethod::OpenOk(channel::OpenOk {})),
                 );
@@ -537,101 +528,10 @@ impl Connection {
                         "expected content header for class 60, got non content header frame instead",
                     ));
                 }
-                self.on_channel_method(ch, *m).await
+                methods::dispatch(&mut self.s, ch, *m).await
             }
-            ChannelFrame::Header(h) => self.on_content_header(ch, h).await,
-            ChannelFrame::Body(b) => self.on_content_body(ch, b).await,
-        }
-    }
-
-    async fn on_channel_method(&mut self, ch: &mut Channel, mut m: AMQPClass) -> AmqpResult<()> {
-        super::methods::expand_shortcuts(ch, &mut m)?;
-        match m {
-            AMQPClass::Channel(cm) => self.on_channel_class(ch, cm).await,
-            AMQPClass::Exchange(em) => self.on_exchange_method(ch, em).await,
-            AMQPClass::Queue(qm) => self.on_queue_method(ch, qm).await,
-            AMQPClass::Basic(bm) => self.on_basic_method(ch, bm).await,
-            AMQPClass::Confirm(cm) => self.on_confirm_method(ch, cm),
-            AMQPClass::Tx(tm) => self.on_tx_method(ch, tm).await,
-            AMQPClass::Access(_) => {
-                self.send_method(
-                    ch.id,
-                    AMQPClass::Access(amq_protocol::protocol::access::AMQPMethod::RequestOk(
-                        amq_protocol::protocol::access::RequestOk {},
-                    )),
-                );
-                Ok(())
-            }
-            AMQPClass::Connection(_) => Err(AmqpError::command_invalid("unimplemented method")),
-        }
-    }
-
-    async fn on_channel_class(
-        &mut self,
-        ch: &mut Channel,
-        m: channel::AMQPMethod,
-    ) -> AmqpResult<()> {
-        match m {
-            channel::AMQPMethod::Open(_) => {
-                Err(AmqpError::channel_error("second 'channel.open' seen"))
-            }
-            channel::AMQPMethod::Close(_) => {
-                self.release_channel(ch).await;
-                self.send_method(
-                    ch.id,
-                    AMQPClass::Channel(channel::AMQPMethod::CloseOk(channel::CloseOk {})),
-                );
-                ch.finished = true;
-                Ok(())
-            }
-            channel::AMQPMethod::CloseOk(_) => Ok(()),
-            channel::AMQPMethod::Flow(f) => {
-                if !f.active {
-                    return Err(AmqpError::not_implemented("active=false"));
-                }
-                self.send_method(
-                    ch.id,
-                    AMQPClass::Channel(channel::AMQPMethod::FlowOk(channel::FlowOk {
-                        active: true,
-                    })),
-                );
-                Ok(())
-            }
-            channel::AMQPMethod::FlowOk(_) => Ok(()),
-            _ => Err(AmqpError::command_invalid("unexpected channel method")),
-        }
-    }
-
-    /// Sends channel.close for a channel error and releases what the channel held.
-    pub(crate) async fn close_channel(&mut self, ch: &mut Channel, e: AmqpError) {
-        tracing::debug!(connection = self.id, channel = ch.id, code = e.code, text = %e.text, "closing channel");
-        self.send_method(
-            ch.id,
-            AMQPClass::Channel(channel::AMQPMethod::Close(channel::Close {
-                reply_code: e.code,
-                reply_text: crate::shortstr::short(&e.text),
-                class_id: e.class_id,
-                method_id: e.method_id,
-            })),
-        );
-        self.release_channel(ch).await;
-        ch.closing = true;
-    }
-
-    /// Cancels the channel's consumers and requeues its unacked messages.
-    async fn release_channel(&mut self, ch: &mut Channel) {
-        ch.content = None;
-        self.drop_reply_to(ch);
-        for (_, c) in ch.consumers.drain() {
-            c.queue.cancel(c.id).await;
-        }
-        if let Some(tx) = ch.tx.take() {
-            let entries = tx.settles.into_iter().map(|(e, _)| e).collect();
-            ch.restore_unacked(entries);
-        }
-        let entries: Vec<_> = ch.unacked.drain(..).map(|e| (e.queue, e.seq)).collect();
-        for (q, seqs) in crate::amqp::channel::group_by_queue(entries) {
-            q.requeue(seqs).await;
+            ChannelFrame::Header(h) => self.s.on_content_header(ch, h).await,
+            ChannelFrame::Body(b) => self.s.on_content_body(ch, b).await,
         }
     }
 
@@ -639,11 +539,11 @@ impl Connection {
     async fn cleanup(&mut self) {
         let mut chans = self.channels.drain();
         for ch in chans.iter_mut() {
-            self.release_channel(ch).await;
+            self.s.release_channel(ch).await;
         }
-        for q in std::mem::take(&mut self.exclusive_queues) {
+        for q in std::mem::take(&mut self.s.exclusive_queues) {
             let _ = q.delete(false, false).await;
-            self.vhost.forget_queue(&q);
+            self.s.vhost.forget_queue(&q);
         }
     }
 }
@@ -652,7 +552,7 @@ impl Drop for Connection {
     /// A connection task that ends without `cleanup` (a panic) still deletes its exclusive
     /// queues; its channels release themselves as they drop.
     fn drop(&mut self) {
-        let queues = std::mem::take(&mut self.exclusive_queues);
+        let queues = std::mem::take(&mut self.s.exclusive_queues);
         drop(self.channels.drain());
         if queues.is_empty() {
             return;
@@ -660,7 +560,7 @@ impl Drop for Connection {
         let Ok(rt) = tokio::runtime::Handle::try_current() else {
             return;
         };
-        let vhost = self.vhost.clone();
+        let vhost = self.s.vhost.clone();
         rt.spawn(async move {
             for q in queues {
                 let _ = q.delete(false, false).await;

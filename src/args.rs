@@ -1,7 +1,7 @@
 //! Queue x-arguments: parsed and validated once at declare, as RabbitMQ validates them
 //! (an invalid value of a known argument is 406; unknown arguments are ignored).
 
-use crate::error::{AmqpError, AmqpResult};
+use crate::error::{CoreError, CoreResult, Precondition};
 use amq_protocol::types::{AMQPValue, FieldTable};
 
 /// What happens when a max-length limit is reached.
@@ -69,13 +69,19 @@ pub fn text(v: &AMQPValue) -> Option<String> {
 }
 
 impl QueueArgs {
-    /// Parses and validates; `describe` names the queue in errors.
-    pub fn parse(args: &FieldTable, describe: &str) -> AmqpResult<QueueArgs> {
-        let invalid = |key: &str, why: String| {
-            AmqpError::precondition_failed(format!("invalid arg '{key}' for {describe}: {why}"))
+    /// Parses and validates the arguments of queue `queue` in `vhost` (named in errors).
+    pub fn parse(args: &FieldTable, queue: &str, vhost: &str) -> CoreResult<QueueArgs> {
+        let invalid = |key: &str, why: String| -> CoreError {
+            Precondition::InvalidArg {
+                arg: key.to_owned(),
+                queue: queue.to_owned(),
+                vhost: vhost.to_owned(),
+                why,
+            }
+            .into()
         };
         let get = |key: &str| args.inner().get(key);
-        let non_negative = |key: &str| -> AmqpResult<Option<u64>> {
+        let non_negative = |key: &str| -> CoreResult<Option<u64>> {
             match get(key) {
                 None => Ok(None),
                 Some(v) => match integer(v) {
@@ -85,7 +91,7 @@ impl QueueArgs {
                 },
             }
         };
-        let string = |key: &str| -> AmqpResult<Option<String>> {
+        let string = |key: &str| -> CoreResult<Option<String>> {
             match get(key) {
                 None => Ok(None),
                 Some(v) => text(v)
@@ -253,7 +259,6 @@ mod tests {
 
     #[test]
     fn known_arguments_are_validated() {
-        let q = "queue 'q' in vhost '/'";
         let a = QueueArgs::parse(
             &table(&[
                 ("x-message-ttl", AMQPValue::ShortShortUInt(5)),
@@ -265,7 +270,8 @@ mod tests {
                 ),
                 ("x-unknown", AMQPValue::Boolean(true)),
             ]),
-            q,
+            "q",
+            "/",
         )
         .expect("valid");
         assert_eq!(a.message_ttl, Some(5));
@@ -279,7 +285,9 @@ mod tests {
             table(&[("x-expires", AMQPValue::LongInt(0))]),
             table(&[("x-queue-type", AMQPValue::LongString("stream".into()))]),
         ] {
-            assert_eq!(QueueArgs::parse(&bad, q).expect_err("invalid").code, 406);
+            let e = QueueArgs::parse(&bad, "q", "/").expect_err("invalid");
+            assert_eq!(e.reply_code(), 406);
+            assert!(e.to_string().starts_with("invalid arg 'x-"), "{e}");
         }
     }
 
@@ -292,7 +300,7 @@ mod tests {
                 AMQPValue::LongString("mine".into()),
             ),
         ]);
-        let a = QueueArgs::parse(&declared, "q").expect("valid");
+        let a = QueueArgs::parse(&declared, "q", "/").expect("valid");
         let def = serde_json::json!({
             "max-length": 5, "message-ttl": 100, "dead-letter-exchange": "theirs",
             "dead-letter-routing-key": "rk", "overflow": "reject-publish"
@@ -308,7 +316,7 @@ mod tests {
         let e = a.with_policy(&declared, looser.as_object().expect("object"));
         assert_eq!(e.max_length, Some(10));
         let quorum = table(&[("x-queue-type", AMQPValue::LongString("quorum".into()))]);
-        let q = QueueArgs::parse(&quorum, "q").expect("valid");
+        let q = QueueArgs::parse(&quorum, "q", "/").expect("valid");
         let more = serde_json::json!({"delivery-limit": 50});
         assert_eq!(
             q.with_policy(&quorum, more.as_object().expect("object"))
