@@ -2,7 +2,7 @@
 //! prefetch, confirm and transaction modes. The handlers that change it live in `methods/`.
 
 use crate::amqp::codec::ContentHeader;
-use crate::error::{AmqpError, AmqpResult};
+use crate::amqp::error::{AmqpError, AmqpResult};
 use crate::queue::consumer::ChannelLimiter;
 use crate::queue::QueueRef;
 use amq_protocol::protocol::basic;

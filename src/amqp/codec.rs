@@ -6,7 +6,7 @@
 //! keep that path free of intermediate structures.
 
 use super::nesting;
-use crate::error::{AmqpError, AmqpResult};
+use crate::amqp::error::{AmqpError, AmqpResult};
 use amq_protocol::frame::parsing::parse_content_header;
 use amq_protocol::protocol::{parse_class, AMQPClass, BasicProperties};
 use bytes::{Buf, BufMut, Bytes, BytesMut};

@@ -2,10 +2,11 @@
 //! connection.open, done in order on the raw socket before the connection's tasks start.
 
 use crate::amqp::codec::{self, Frame};
+use crate::amqp::error::AmqpError;
 use crate::auth;
 use crate::broker::Broker;
 use crate::connections::{NewConnection, Registration};
-use crate::error::{code, AmqpError};
+use crate::error::code;
 use crate::vhost::VHost;
 use amq_protocol::protocol::{connection, AMQPClass};
 use amq_protocol::types::{AMQPValue, FieldTable, LongString};

@@ -14,6 +14,7 @@ pub(crate) mod channel_table;
 mod cleanup_tests;
 pub mod codec;
 pub(crate) mod connection;
+pub mod error;
 pub(crate) mod handshake;
 mod methods;
 pub mod nesting;

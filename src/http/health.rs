@@ -125,8 +125,10 @@ pub(crate) async fn aliveness(
     Path(vhost): Path<String>,
 ) -> Result<Response, ApiError> {
     let v = b.vhost(&vhost).ok_or_else(ApiError::not_found)?;
-    let failure =
-        |e: crate::error::CoreError| failed(&crate::error::AmqpError::from(e).text, json!({}));
+    let failure = |e: crate::error::CoreError| {
+        let name = crate::error::code_name(e.reply_code());
+        failed(&format!("{name} - {e}"), json!({}))
+    };
     let q = match v.queue_declare("aliveness-test", &QueueOptions::default(), 0) {
         Ok(q) => q,
         Err(e) => return Ok(failure(e)),

@@ -10,7 +10,7 @@
 use super::Connection;
 use crate::amqp::channel::BodyFrame;
 use crate::amqp::codec::{self, FRAME_BODY, FRAME_END};
-use crate::error::AmqpError;
+use crate::amqp::error::AmqpError;
 use bytes::buf::Limit;
 use bytes::{Buf, BufMut, BytesMut};
 

@@ -4,7 +4,7 @@
 
 use super::Connection;
 use crate::amqp::codec;
-use crate::error::AmqpError;
+use crate::amqp::error::AmqpError;
 use crate::queue::consumer::{ConsumerEvent, Delivery, PENDING_WINDOW};
 use amq_protocol::protocol::{basic, AMQPClass};
 use std::sync::atomic::Ordering;

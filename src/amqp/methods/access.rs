@@ -3,8 +3,9 @@
 //! binding's source; topic permissions on the routing keys of publishes to topic exchanges.
 //! Refusals are 403 ACCESS_REFUSED channel errors with RabbitMQ's text.
 
+use crate::amqp::error::AmqpResult;
 use crate::amqp::session::Session;
-use crate::error::{AmqpResult, Kind};
+use crate::error::Kind;
 use crate::permissions::{self, Access};
 use crate::vhost::publish;
 

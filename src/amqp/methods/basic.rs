@@ -3,9 +3,10 @@
 use super::generated_name;
 use crate::amqp::channel::{group_by_queue, Channel, ChannelConsumer, Settle, UnackedEntry};
 use crate::amqp::codec;
+use crate::amqp::error::{AmqpError, AmqpResult};
 use crate::amqp::session::Session;
 use crate::channels::Counter;
-use crate::error::{AmqpError, AmqpResult, Kind};
+use crate::error::Kind;
 use crate::permissions::Access;
 use crate::queue::consumer::ConsumerSpec;
 use amq_protocol::protocol::{basic, AMQPClass};

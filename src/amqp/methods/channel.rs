@@ -1,8 +1,8 @@
 //! channel.close and channel.flow, and releasing what a closing channel holds.
 
 use crate::amqp::channel::{group_by_queue, Channel};
+use crate::amqp::error::{AmqpError, AmqpResult};
 use crate::amqp::session::Session;
-use crate::error::{AmqpError, AmqpResult};
 use amq_protocol::protocol::{channel, AMQPClass};
 
 impl Session {

@@ -1,8 +1,8 @@
 //! confirm.select, and the publisher confirms it turns on.
 
 use crate::amqp::channel::Channel;
+use crate::amqp::error::{AmqpError, AmqpResult};
 use crate::amqp::session::Session;
-use crate::error::{AmqpError, AmqpResult};
 use amq_protocol::protocol::{confirm, AMQPClass};
 
 impl Session {

@@ -1,8 +1,9 @@
 //! exchange.declare / delete / bind / unbind.
 
 use crate::amqp::channel::Channel;
+use crate::amqp::error::AmqpResult;
 use crate::amqp::session::Session;
-use crate::error::{AmqpResult, Kind};
+use crate::error::Kind;
 use crate::permissions::Access;
 use crate::vhost::ExchangeOptions;
 use amq_protocol::protocol::{exchange, AMQPClass};

@@ -16,8 +16,8 @@ mod tx;
 pub(crate) use crate::vhost::replies::REPLY_QUEUE;
 
 use crate::amqp::channel::Channel;
+use crate::amqp::error::{AmqpError, AmqpResult};
 use crate::amqp::session::Session;
-use crate::error::{AmqpError, AmqpResult};
 use amq_protocol::protocol::{self as proto, AMQPClass as C};
 use rand::Rng;
 use shortcuts::expand_shortcuts;

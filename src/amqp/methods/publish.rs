@@ -3,10 +3,11 @@
 
 use crate::amqp::channel::{BodyFrame, Channel, PendingContent};
 use crate::amqp::codec::{self, ContentHeader};
+use crate::amqp::error::{AmqpError, AmqpResult};
 use crate::amqp::session::Session;
 use crate::channels::Counter;
 use crate::confirm::ConfirmToken;
-use crate::error::{code, AmqpError, AmqpResult, Kind};
+use crate::error::{code, Kind};
 use crate::exchange::Exchange;
 use crate::message::Message;
 use crate::vhost::publish::{Confirmer, PublishContext, Routed, Waiters};

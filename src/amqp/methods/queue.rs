@@ -2,8 +2,9 @@
 
 use super::generated_name;
 use crate::amqp::channel::Channel;
+use crate::amqp::error::AmqpResult;
 use crate::amqp::session::Session;
-use crate::error::{AmqpResult, Kind};
+use crate::error::Kind;
 use crate::permissions::Access;
 use crate::vhost::QueueOptions;
 use amq_protocol::protocol::{queue, AMQPClass};

@@ -5,8 +5,8 @@
 
 use super::generated_name;
 use crate::amqp::channel::Channel;
+use crate::amqp::error::{AmqpError, AmqpResult};
 use crate::amqp::session::Session;
-use crate::error::{AmqpError, AmqpResult};
 use crate::message::Message;
 use crate::vhost::replies::{ReplyTarget, REPLY_PREFIX, REPLY_QUEUE};
 use amq_protocol::protocol::{basic, AMQPClass};

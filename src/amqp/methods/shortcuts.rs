@@ -4,7 +4,7 @@
 //! queue's name as the key (RabbitMQ's `expand_shortcuts`).
 
 use crate::amqp::channel::Channel;
-use crate::error::{AmqpError, AmqpResult};
+use crate::amqp::error::{AmqpError, AmqpResult};
 use amq_protocol::protocol::{basic, queue, AMQPClass};
 use amq_protocol::types::ShortString;
 

@@ -2,8 +2,8 @@
 
 use super::basic::apply_settles;
 use crate::amqp::channel::{Channel, Settle, TxState};
+use crate::amqp::error::{AmqpError, AmqpResult};
 use crate::amqp::session::Session;
-use crate::error::{AmqpError, AmqpResult};
 use amq_protocol::protocol::{tx, AMQPClass};
 
 impl Session {
