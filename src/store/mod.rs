@@ -5,6 +5,7 @@
 
 mod metadata;
 pub mod paging;
+mod raft_log;
 mod recovery;
 /// Table layout and encodings. Public only for the store's own white-box tests in `tests/`
 /// (schema version, stored hashes); the rest of the broker goes through the typed API.
@@ -12,6 +13,7 @@ pub mod schema;
 mod writer;
 
 pub use metadata::{BindingDestination, BindingRecord, ExchangeRecord, QueueRecord, UserRecord};
+pub use raft_log::RaftState;
 pub use recovery::{
     Recovered, RecoveredBinding, RecoveredExchange, RecoveredMessage, RecoveredPermission,
     RecoveredQueue,

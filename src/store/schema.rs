@@ -52,6 +52,12 @@ pub const DELAYED: TableDefinition<(u64, u64), &[u8]> = TableDefinition::new("de
 pub const EXPIRES: TableDefinition<(u64, u64), u64> = TableDefinition::new("expires");
 /// Queue id → highest sequence ever handed to a consumer (for the redelivered flag).
 pub const DELIVERED: TableDefinition<u64, u64> = TableDefinition::new("delivered");
+/// (Raft group, log index) → entry as the cluster encodes it. One table for every group on
+/// the node, so their appends share the writer's group commit.
+pub const RAFT_LOG: TableDefinition<(u64, u64), &[u8]> = TableDefinition::new("raft_log");
+/// (Raft group, which) → the group's vote, committed or last purged log id, as the cluster
+/// encodes them.
+pub const RAFT_STATE: TableDefinition<(u64, u8), &[u8]> = TableDefinition::new("raft_state");
 
 /// Concatenates length-prefixed parts.
 pub fn encode_parts(parts: &[&[u8]]) -> Vec<u8> {

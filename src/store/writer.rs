@@ -5,7 +5,7 @@
 
 use super::schema::{
     self, BINDINGS, DELAYED, DELIVERED, EXCHANGES, EXPIRES, MESSAGES, PARAMETERS, PERMISSIONS,
-    QUEUES, QUEUE_INDEX, USERS, VHOSTS, VHOST_LIMITS,
+    QUEUES, QUEUE_INDEX, RAFT_LOG, RAFT_STATE, USERS, VHOSTS, VHOST_LIMITS,
 };
 use crate::confirm::ConfirmToken;
 use crate::message::Message;
@@ -100,8 +100,45 @@ pub(crate) enum Op {
     DeleteParameter {
         key: Vec<u8>,
     },
+    /// Entries (index, bytes) of a Raft group; `done` runs after their commit.
+    AppendLog {
+        group: u64,
+        entries: Vec<(u64, Vec<u8>)>,
+        done: Option<Flushed>,
+    },
+    /// A Raft group's entries from `from` on.
+    TruncateLog {
+        group: u64,
+        from: u64,
+    },
+    /// A Raft group's entries up to `upto`, and in the same commit the state value `key`
+    /// (the last purged log id) set to `purged`.
+    PurgeLog {
+        group: u64,
+        upto: u64,
+        key: u8,
+        purged: Vec<u8>,
+    },
+    /// One of a Raft group's state values (`raft_log::RaftState` as a byte).
+    PutRaftState {
+        group: u64,
+        key: u8,
+        value: Vec<u8>,
+    },
+    /// Everything of a Raft group.
+    DeleteRaftGroup(u64),
     Barrier(oneshot::Sender<bool>),
     Shutdown,
+}
+
+/// Called on the writer thread once an append is durable (true) or failed (false); it must
+/// only hand the outcome on (send on a channel), never block.
+pub(crate) struct Flushed(pub Box<dyn FnOnce(bool) + Send>);
+
+impl std::fmt::Debug for Flushed {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Flushed")
+    }
 }
 
 /// Counters shared between the writer and the store handle.
@@ -209,6 +246,7 @@ pub(crate) fn run(
                 Op::Barrier(tx) => {
                     let _ = tx.send(ok);
                 }
+                Op::AppendLog { done: Some(f), .. } => (f.0)(ok),
                 Op::Shutdown => stop = true,
                 _ => {}
             }
@@ -236,6 +274,8 @@ fn apply(db: &Database, batch: &[Op]) -> Result<(), redb::Error> {
         let mut parameters = txn.open_table(PARAMETERS)?;
         let mut delayed = txn.open_table(DELAYED)?;
         let mut expires = txn.open_table(EXPIRES)?;
+        let mut raft_log = txn.open_table(RAFT_LOG)?;
+        let mut raft_state = txn.open_table(RAFT_STATE)?;
         for op in batch {
             match op {
                 Op::PutMessage {
@@ -335,6 +375,30 @@ fn apply(db: &Database, batch: &[Op]) -> Result<(), redb::Error> {
                 }
                 Op::DeleteParameter { key } => {
                     parameters.remove(key.as_slice())?;
+                }
+                Op::AppendLog { group, entries, .. } => {
+                    for (index, bytes) in entries {
+                        raft_log.insert((*group, *index), bytes.as_slice())?;
+                    }
+                }
+                Op::TruncateLog { group, from } => {
+                    raft_log.retain_in((*group, *from)..=(*group, u64::MAX), |_, _| false)?;
+                }
+                Op::PurgeLog {
+                    group,
+                    upto,
+                    key,
+                    purged,
+                } => {
+                    raft_log.retain_in((*group, 0)..=(*group, *upto), |_, _| false)?;
+                    raft_state.insert((*group, *key), purged.as_slice())?;
+                }
+                Op::PutRaftState { group, key, value } => {
+                    raft_state.insert((*group, *key), value.as_slice())?;
+                }
+                Op::DeleteRaftGroup(group) => {
+                    raft_log.retain_in((*group, 0)..=(*group, u64::MAX), |_, _| false)?;
+                    raft_state.retain_in((*group, 0)..=(*group, u8::MAX), |_, _| false)?;
                 }
                 Op::Barrier(_) | Op::Shutdown => {}
             }
