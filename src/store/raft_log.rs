@@ -24,6 +24,12 @@ pub enum RaftState {
 }
 
 impl Store {
+    fn read_txn(&self) -> Result<redb::ReadTransaction, StoreError> {
+        let db = writer::current(&self.inner.db)
+            .ok_or_else(|| StoreError::Io("store not open".into()))?;
+        db.begin_read().map_err(io)
+    }
+
     /// Appends entries (index, bytes) of Raft group `group`; `done` is called once they are
     /// durable (true) or could not be written (false). It runs on the writer thread, so it must
     /// only hand the outcome on.
@@ -78,9 +84,7 @@ impl Store {
 
     /// One of `group`'s state values, as last committed.
     pub fn raft_state(&self, group: u64, key: RaftState) -> Result<Option<Vec<u8>>, StoreError> {
-        let db = writer::current(&self.inner.db)
-            .ok_or_else(|| StoreError::Io("store not open".into()))?;
-        let txn = db.begin_read().map_err(io)?;
+        let txn = self.read_txn()?;
         let table = txn.open_table(RAFT_STATE).map_err(io)?;
         let value = table.get((group, key as u8)).map_err(io)?;
         Ok(value.map(|v| v.value().to_vec()))
@@ -92,9 +96,7 @@ impl Store {
         group: u64,
         range: RangeInclusive<u64>,
     ) -> Result<Vec<(u64, Vec<u8>)>, StoreError> {
-        let db = writer::current(&self.inner.db)
-            .ok_or_else(|| StoreError::Io("store not open".into()))?;
-        let txn = db.begin_read().map_err(io)?;
+        let txn = self.read_txn()?;
         let table = txn.open_table(RAFT_LOG).map_err(io)?;
         let mut out = Vec::new();
         let (from, to) = range.into_inner();
@@ -107,9 +109,7 @@ impl Store {
 
     /// `group`'s last committed entry, if its log holds any.
     pub fn last_log(&self, group: u64) -> Result<Option<(u64, Vec<u8>)>, StoreError> {
-        let db = writer::current(&self.inner.db)
-            .ok_or_else(|| StoreError::Io("store not open".into()))?;
-        let txn = db.begin_read().map_err(io)?;
+        let txn = self.read_txn()?;
         let table = txn.open_table(RAFT_LOG).map_err(io)?;
         let last = table
             .range((group, 0)..=(group, u64::MAX))
@@ -132,15 +132,20 @@ mod tests {
             .collect()
     }
 
-    async fn append(store: &Store, group: u64, range: RangeInclusive<u64>) -> bool {
+    /// A flush callback and the receiver of its outcome.
+    fn notify() -> (Box<dyn FnOnce(bool) + Send>, oneshot::Receiver<bool>) {
         let (tx, rx) = oneshot::channel();
-        store.append_log(
-            group,
-            entries(group, range),
+        (
             Box::new(move |ok| {
                 let _ = tx.send(ok);
             }),
-        );
+            rx,
+        )
+    }
+
+    async fn append(store: &Store, group: u64, range: RangeInclusive<u64>) -> bool {
+        let (done, rx) = notify();
+        store.append_log(group, entries(group, range), done);
         rx.await.unwrap_or(false)
     }
 
@@ -212,14 +217,8 @@ mod tests {
         let mut waits = Vec::new();
         for group in 0..64u64 {
             for i in 1..=8u64 {
-                let (tx, rx) = oneshot::channel();
-                store.append_log(
-                    group,
-                    entries(group, i..=i),
-                    Box::new(move |ok| {
-                        let _ = tx.send(ok);
-                    }),
-                );
+                let (done, rx) = notify();
+                store.append_log(group, entries(group, i..=i), done);
                 waits.push(rx);
             }
         }
