@@ -11,6 +11,7 @@ pub mod auth;
 pub mod broker;
 pub mod channels;
 pub mod clock;
+pub mod cluster;
 pub mod config;
 pub mod confirm;
 pub mod connections;

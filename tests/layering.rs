@@ -1,6 +1,6 @@
-//! Structural checks of the seams (issue #16): routing and enqueueing happen only in the core's
-//! one publish path (`src/vhost/`), and store keys and values are encoded only in `src/store/`.
-//! A front end that routes by itself, or a module that builds store keys, fails here.
+//! Structural checks of the seams (issues #16 and #17): routing and enqueueing happen only in
+//! the core's one publish path (`src/vhost/`), store keys and values are encoded only in
+//! `src/store/`, and only `src/cluster/` sees openraft and the inter-node transport.
 
 use std::path::{Path, PathBuf};
 
@@ -107,4 +107,24 @@ fn the_core_names_no_front_end_and_no_amqp_error() {
     assert!(found.is_empty(), "the core names a front end: {found:#?}");
     let found = offenders(&["src/amqp/"], &["AmqpError", "AmqpResult"]);
     assert!(found.is_empty(), "AMQP errors outside amqp/: {found:#?}");
+}
+
+#[test]
+fn only_the_cluster_sees_the_consensus_engine_and_the_inter_node_transport() {
+    // DESIGN: only `cluster/` sees openraft or the inter-node transport (its handshake MAC and
+    // its wire encoding included); the store keeps Raft logs as opaque bytes.
+    let found = offenders(
+        &["src/cluster/"],
+        &[
+            "openraft",
+            "postcard",
+            "hmac::",
+            "cluster::transport",
+            "cluster::handshake",
+        ],
+    );
+    assert!(
+        found.is_empty(),
+        "consensus or transport outside src/cluster/: {found:#?}"
+    );
 }

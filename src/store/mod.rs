@@ -3,6 +3,7 @@
 //! writer thread (`writer.rs`, group commit); reads (recovery, paging bodies back in) use their
 //! own read transactions and never wait for the writer.
 
+mod meta_tree;
 mod metadata;
 pub mod paging;
 mod raft_log;
@@ -12,6 +13,7 @@ mod recovery;
 pub mod schema;
 mod writer;
 
+pub use meta_tree::{TreeChange, TreeEntry};
 pub use metadata::{BindingDestination, BindingRecord, ExchangeRecord, QueueRecord, UserRecord};
 pub use raft_log::RaftState;
 pub use recovery::{
@@ -99,6 +101,13 @@ fn io<E: std::fmt::Display>(e: E) -> StoreError {
 }
 
 impl Store {
+    /// A read transaction on the committed state.
+    fn read_txn(&self) -> Result<redb::ReadTransaction, StoreError> {
+        let db = writer::current(&self.inner.db)
+            .ok_or_else(|| StoreError::Io("store not open".into()))?;
+        db.begin_read().map_err(io)
+    }
+
     /// Opens (or creates) the database in `dir`, checks its schema version and reads back
     /// everything durable.
     pub fn open(
@@ -301,9 +310,7 @@ impl Store {
         from: u64,
         limit: usize,
     ) -> Result<Vec<(u64, Message)>, StoreError> {
-        let db = writer::current(&self.inner.db)
-            .ok_or_else(|| StoreError::Io("store not open".into()))?;
-        let txn = db.begin_read().map_err(io)?;
+        let txn = self.read_txn()?;
         let table = txn.open_table(MESSAGES).map_err(io)?;
         let mut out = Vec::with_capacity(limit);
         for entry in table.range((queue, from)..=(queue, u64::MAX)).map_err(io)? {

@@ -6,9 +6,8 @@
 //! tables.
 
 use super::schema::{RAFT_LOG, RAFT_STATE};
-use super::writer::{self, Flushed, Op};
+use super::writer::{Flushed, Op};
 use super::{io, Store, StoreError};
-use redb::ReadableDatabase;
 use std::ops::RangeInclusive;
 
 /// A piece of a Raft group's state kept beside its log.
@@ -21,15 +20,13 @@ pub enum RaftState {
     Committed = 1,
     /// The last log id removed by a purge (the log starts after it).
     Purged = 2,
+    /// The last log id applied to the group's state machine.
+    Applied = 3,
+    /// The last membership applied to the group's state machine.
+    Membership = 4,
 }
 
 impl Store {
-    fn read_txn(&self) -> Result<redb::ReadTransaction, StoreError> {
-        let db = writer::current(&self.inner.db)
-            .ok_or_else(|| StoreError::Io("store not open".into()))?;
-        db.begin_read().map_err(io)
-    }
-
     /// Appends entries (index, bytes) of Raft group `group`; `done` is called once they are
     /// durable (true) or could not be written (false). It runs on the writer thread, so it must
     /// only hand the outcome on.

@@ -58,6 +58,9 @@ pub const RAFT_LOG: TableDefinition<(u64, u64), &[u8]> = TableDefinition::new("r
 /// (Raft group, which) → the group's vote, committed or last purged log id, as the cluster
 /// encodes them.
 pub const RAFT_STATE: TableDefinition<(u64, u8), &[u8]> = TableDefinition::new("raft_state");
+/// Encoded path → value: the replicated metadata tree (the state machine of the cluster's
+/// metadata group), paths as `encode_parts` of their segments.
+pub const META_TREE: TableDefinition<&[u8], &[u8]> = TableDefinition::new("meta_tree");
 
 /// Concatenates length-prefixed parts.
 pub fn encode_parts(parts: &[&[u8]]) -> Vec<u8> {

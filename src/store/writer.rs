@@ -4,8 +4,8 @@
 //! is in progress, so messages per fsync rise with the publish rate.
 
 use super::schema::{
-    self, BINDINGS, DELAYED, DELIVERED, EXCHANGES, EXPIRES, MESSAGES, PARAMETERS, PERMISSIONS,
-    QUEUES, QUEUE_INDEX, RAFT_LOG, RAFT_STATE, USERS, VHOSTS, VHOST_LIMITS,
+    self, BINDINGS, DELAYED, DELIVERED, EXCHANGES, EXPIRES, MESSAGES, META_TREE, PARAMETERS,
+    PERMISSIONS, QUEUES, QUEUE_INDEX, RAFT_LOG, RAFT_STATE, USERS, VHOSTS, VHOST_LIMITS,
 };
 use crate::confirm::ConfirmToken;
 use crate::message::Message;
@@ -127,8 +127,25 @@ pub(crate) enum Op {
     },
     /// Everything of a Raft group.
     DeleteRaftGroup(u64),
+    /// Changes to the metadata tree and, in the same commit, state values of `group`.
+    MetaTree {
+        group: u64,
+        /// Clear the whole tree first (a snapshot replaces it).
+        clear: bool,
+        changes: Vec<TreeOp>,
+        state: Vec<(u8, Vec<u8>)>,
+    },
     Barrier(oneshot::Sender<bool>),
     Shutdown,
+}
+
+/// One change to the metadata tree, keys as `schema::encode_parts` of a path.
+#[derive(Debug)]
+pub(crate) enum TreeOp {
+    Put(Vec<u8>, Vec<u8>),
+    Delete(Vec<u8>),
+    /// Every key that starts with these bytes.
+    DeletePrefix(Vec<u8>),
 }
 
 /// Called on the writer thread once an append is durable (true) or failed (false); it must
@@ -276,6 +293,7 @@ fn apply(db: &Database, batch: &[Op]) -> Result<(), redb::Error> {
         let mut expires = txn.open_table(EXPIRES)?;
         let mut raft_log = txn.open_table(RAFT_LOG)?;
         let mut raft_state = txn.open_table(RAFT_STATE)?;
+        let mut meta_tree = txn.open_table(META_TREE)?;
         for op in batch {
             match op {
                 Op::PutMessage {
@@ -400,10 +418,57 @@ fn apply(db: &Database, batch: &[Op]) -> Result<(), redb::Error> {
                     raft_log.retain_in((*group, 0)..=(*group, u64::MAX), |_, _| false)?;
                     raft_state.retain_in((*group, 0)..=(*group, u8::MAX), |_, _| false)?;
                 }
+                Op::MetaTree {
+                    group,
+                    clear,
+                    changes,
+                    state,
+                } => {
+                    if *clear {
+                        meta_tree.retain(|_, _| false)?;
+                    }
+                    for change in changes {
+                        apply_tree_op(&mut meta_tree, change)?;
+                    }
+                    for (key, value) in state {
+                        raft_state.insert((*group, *key), value.as_slice())?;
+                    }
+                }
                 Op::Barrier(_) | Op::Shutdown => {}
             }
         }
     }
     txn.commit()?;
     Ok(())
+}
+
+fn apply_tree_op(
+    tree: &mut redb::Table<'_, &'static [u8], &'static [u8]>,
+    op: &TreeOp,
+) -> Result<(), redb::Error> {
+    match op {
+        TreeOp::Put(key, value) => {
+            tree.insert(key.as_slice(), value.as_slice())?;
+        }
+        TreeOp::Delete(key) => {
+            tree.remove(key.as_slice())?;
+        }
+        TreeOp::DeletePrefix(prefix) => match prefix_end(prefix) {
+            Some(end) => tree.retain_in(prefix.as_slice()..end.as_slice(), |_, _| false)?,
+            None => tree.retain_in(prefix.as_slice().., |_, _| false)?,
+        },
+    }
+    Ok(())
+}
+
+/// The first key after every key that starts with `prefix` (None: there is none).
+fn prefix_end(prefix: &[u8]) -> Option<Vec<u8>> {
+    let mut end = prefix.to_vec();
+    while let Some(last) = end.pop() {
+        if last < u8::MAX {
+            end.push(last + 1);
+            return Some(end);
+        }
+    }
+    None
 }

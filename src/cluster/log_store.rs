@@ -1,0 +1,181 @@
+//! openraft's log storage for a Raft group, on the store's Raft log tables: entries, the vote
+//! and the last purged log id as postcard bytes under the group's id.
+//!
+//! An append returns once its commit is durable (openraft allows a later callback; waiting is
+//! what makes the entries readable by the log readers, which read committed state). The store's
+//! writer serialises appends, votes, truncations and purges in submission order, which is the
+//! ordering openraft requires of log I/O.
+
+use super::codec;
+use super::types::{MetaConfig, NodeId};
+use crate::store::{RaftState, Store};
+use openraft::storage::{LogFlushed, LogState, RaftLogReader, RaftLogStorage};
+use openraft::{Entry, LogId, RaftLogId, StorageError, StorageIOError, Vote};
+use std::fmt::Debug;
+use std::ops::{Bound, RangeBounds};
+use tokio::sync::oneshot;
+
+/// The log of one Raft group.
+#[derive(Clone)]
+pub struct LogStore {
+    store: Store,
+    group: u64,
+}
+
+impl LogStore {
+    /// The log of `group` in `store`.
+    pub fn new(store: Store, group: u64) -> LogStore {
+        LogStore { store, group }
+    }
+
+    fn purged(&self) -> Result<Option<LogId<NodeId>>, StorageError<NodeId>> {
+        match self
+            .store
+            .raft_state(self.group, RaftState::Purged)
+            .map_err(|e| StorageIOError::read_logs(&e))?
+        {
+            Some(bytes) => Ok(Some(
+                codec::decode(&bytes).map_err(|e| StorageIOError::read_logs(&e))?,
+            )),
+            None => Ok(None),
+        }
+    }
+}
+
+fn io_failed(what: &str) -> std::io::Error {
+    std::io::Error::other(format!("the store could not commit {what}"))
+}
+
+impl RaftLogReader<MetaConfig> for LogStore {
+    async fn try_get_log_entries<RB: RangeBounds<u64> + Clone + Debug + Send>(
+        &mut self,
+        range: RB,
+    ) -> Result<Vec<Entry<MetaConfig>>, StorageError<NodeId>> {
+        let from = match range.start_bound() {
+            Bound::Included(&i) => i,
+            Bound::Excluded(&i) => i.saturating_add(1),
+            Bound::Unbounded => 0,
+        };
+        let to = match range.end_bound() {
+            Bound::Included(&i) => i,
+            Bound::Excluded(&0) => return Ok(Vec::new()),
+            Bound::Excluded(&i) => i - 1,
+            Bound::Unbounded => u64::MAX,
+        };
+        if from > to {
+            return Ok(Vec::new());
+        }
+        let raw = self
+            .store
+            .read_log(self.group, from..=to)
+            .map_err(|e| StorageIOError::read_logs(&e))?;
+        raw.iter()
+            .map(|(_, bytes)| {
+                codec::decode(bytes).map_err(|e| StorageIOError::read_logs(&e).into())
+            })
+            .collect()
+    }
+}
+
+impl RaftLogStorage<MetaConfig> for LogStore {
+    type LogReader = LogStore;
+
+    async fn get_log_state(&mut self) -> Result<LogState<MetaConfig>, StorageError<NodeId>> {
+        let last_purged_log_id = self.purged()?;
+        let last = self
+            .store
+            .last_log(self.group)
+            .map_err(|e| StorageIOError::read_logs(&e))?;
+        let last_log_id = match last {
+            Some((_, bytes)) => {
+                let entry: Entry<MetaConfig> =
+                    codec::decode(&bytes).map_err(|e| StorageIOError::read_logs(&e))?;
+                Some(*entry.get_log_id())
+            }
+            None => last_purged_log_id,
+        };
+        Ok(LogState {
+            last_purged_log_id,
+            last_log_id,
+        })
+    }
+
+    async fn get_log_reader(&mut self) -> LogStore {
+        self.clone()
+    }
+
+    async fn save_vote(&mut self, vote: &Vote<NodeId>) -> Result<(), StorageError<NodeId>> {
+        let bytes = codec::encode(vote).map_err(|e| StorageIOError::write_vote(&e))?;
+        if self
+            .store
+            .save_raft_state(self.group, RaftState::Vote, bytes)
+            .await
+        {
+            Ok(())
+        } else {
+            Err(StorageIOError::write_vote(&io_failed("the vote")).into())
+        }
+    }
+
+    async fn read_vote(&mut self) -> Result<Option<Vote<NodeId>>, StorageError<NodeId>> {
+        match self
+            .store
+            .raft_state(self.group, RaftState::Vote)
+            .map_err(|e| StorageIOError::read_vote(&e))?
+        {
+            Some(bytes) => Ok(Some(
+                codec::decode(&bytes).map_err(|e| StorageIOError::read_vote(&e))?,
+            )),
+            None => Ok(None),
+        }
+    }
+
+    async fn append<I>(
+        &mut self,
+        entries: I,
+        callback: LogFlushed<MetaConfig>,
+    ) -> Result<(), StorageError<NodeId>>
+    where
+        I: IntoIterator<Item = Entry<MetaConfig>> + Send,
+        I::IntoIter: Send,
+    {
+        let mut raw = Vec::new();
+        for entry in entries {
+            let bytes = codec::encode(&entry).map_err(|e| StorageIOError::write_logs(&e))?;
+            raw.push((entry.get_log_id().index, bytes));
+        }
+        let (tx, rx) = oneshot::channel();
+        self.store.append_log(
+            self.group,
+            raw,
+            Box::new(move |ok| {
+                let _ = tx.send(ok);
+            }),
+        );
+        if rx.await.unwrap_or(false) {
+            callback.log_io_completed(Ok(()));
+            Ok(())
+        } else {
+            let e = io_failed("log entries");
+            callback.log_io_completed(Err(io_failed("log entries")));
+            Err(StorageIOError::write_logs(&e).into())
+        }
+    }
+
+    async fn truncate(&mut self, log_id: LogId<NodeId>) -> Result<(), StorageError<NodeId>> {
+        if self.store.truncate_log(self.group, log_id.index).await {
+            Ok(())
+        } else {
+            Err(StorageIOError::write_logs(&io_failed("a truncation")).into())
+        }
+    }
+
+    async fn purge(&mut self, log_id: LogId<NodeId>) -> Result<(), StorageError<NodeId>> {
+        let bytes = codec::encode(&log_id).map_err(|e| StorageIOError::write_logs(&e))?;
+        if self.store.purge_log(self.group, log_id.index, bytes).await {
+            Ok(())
+        } else {
+            Err(StorageIOError::write_logs(&io_failed("a purge")).into())
+        }
+    }
+}

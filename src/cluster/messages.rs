@@ -1,0 +1,63 @@
+//! What nodes say to each other after the handshake: openraft's three RPCs, and the two
+//! requests a follower sends its leader on a client's behalf (a write, the read index a
+//! linearizable read waits for, a membership change).
+
+use super::types::{Command, MetaConfig, NodeId, Reply};
+use openraft::error::{InstallSnapshotError, RaftError};
+use openraft::raft::{
+    AppendEntriesRequest, AppendEntriesResponse, InstallSnapshotRequest, InstallSnapshotResponse,
+    VoteRequest, VoteResponse,
+};
+use serde::{Deserialize, Serialize};
+
+/// A request from one node to another.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub enum Request {
+    /// Raft's AppendEntries.
+    Append(AppendEntriesRequest<MetaConfig>),
+    /// Raft's RequestVote.
+    Vote(VoteRequest<NodeId>),
+    /// A chunk of a snapshot.
+    Snapshot(InstallSnapshotRequest<MetaConfig>),
+    /// A command for the leader to propose.
+    Write(Command),
+    /// The leader's committed index, once it has confirmed it still leads.
+    ReadIndex,
+    /// Make node `id` at `addr` a voting member (it asks to join the cluster).
+    Join {
+        /// The joining node.
+        id: NodeId,
+        /// Its inter-node address.
+        addr: String,
+    },
+    /// Remove node `id` from the members (forget_cluster_node).
+    Forget(NodeId),
+}
+
+/// Why the leader did not carry out a forwarded request.
+#[derive(Debug, Clone, Serialize, Deserialize, thiserror::Error)]
+pub enum Refused {
+    /// The receiver does not lead (any more); the leader it knows of (id, address), if any.
+    #[error("not the leader")]
+    NotLeader(Option<(NodeId, String)>),
+    /// The group failed the request.
+    #[error("{0}")]
+    Failed(String),
+}
+
+/// The answer to a [`Request`], of the same kind.
+#[derive(Debug, Serialize, Deserialize)]
+pub enum Response {
+    /// To `Append`.
+    Append(Result<AppendEntriesResponse<NodeId>, RaftError<NodeId>>),
+    /// To `Vote`.
+    Vote(Result<VoteResponse<NodeId>, RaftError<NodeId>>),
+    /// To `Snapshot`.
+    Snapshot(Result<InstallSnapshotResponse<NodeId>, RaftError<NodeId, InstallSnapshotError>>),
+    /// To `Write`: the entry's index and what applying it found.
+    Write(Result<(u64, Reply), Refused>),
+    /// To `ReadIndex`.
+    ReadIndex(Result<u64, Refused>),
+    /// To `Join` and `Forget`.
+    Membership(Result<(), Refused>),
+}

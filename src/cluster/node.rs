@@ -1,0 +1,440 @@
+//! A node of the metadata group: its Raft instance on the store, its listener for peers, and
+//! the operations the core calls: writes (proposed by the leader, forwarded there from any
+//! node, answered once applied here too, so a client's next operation on this node sees it),
+//! local reads, linearizable reads (the leader's read index, then a local wait), and
+//! membership (bootstrap, join, forget). Every wait is bounded by the write timeout: a node cut
+//! off from the majority answers with [`ClusterError::Timeout`].
+
+use super::log_store::LogStore;
+use super::messages::{Refused, Request, Response};
+use super::network::{NetworkFactory, Peers};
+use super::state_machine::{Observer, SharedState, StateMachine};
+use super::transport::{self, Handler, Peer};
+use super::tree::Tree;
+use super::types::{Command, MetaRaft, NodeId, Reply};
+use super::METADATA_GROUP;
+use crate::store::Store;
+use openraft::error::{ClientWriteError, RaftError};
+use openraft::{BasicNode, ChangeMembers, ServerState};
+use std::collections::{BTreeMap, BTreeSet};
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use tokio::net::TcpListener;
+use tokio::sync::watch;
+use tokio::task::JoinHandle;
+use tokio::time::Instant;
+
+/// How a node takes part in the metadata group.
+#[derive(Clone, Debug)]
+pub struct NodeConfig {
+    /// Its id in the group.
+    pub id: NodeId,
+    /// Where it listens for peers (`cluster_listen`).
+    pub listen: SocketAddr,
+    /// The address peers reach it at; by default the address it listens on.
+    pub advertise: Option<String>,
+    /// The cluster secret.
+    pub secret: Vec<u8>,
+    /// How long a write or a linearizable read may wait for a majority.
+    pub write_timeout: Duration,
+    /// Raft's heartbeat interval.
+    pub heartbeat: Duration,
+    /// Raft's election timeout range; a leader's loss is noticed within its upper bound.
+    pub election_timeout: (Duration, Duration),
+    /// A snapshot is built after this many applied entries, and the log before it purged
+    /// but for a fifth of that (what a briefly lagging follower still reads as entries).
+    pub snapshot_logs: u64,
+}
+
+impl NodeConfig {
+    /// A node `id` listening on `listen` with `secret`, with the default timings.
+    pub fn new(id: NodeId, listen: SocketAddr, secret: Vec<u8>) -> NodeConfig {
+        NodeConfig {
+            id,
+            listen,
+            advertise: None,
+            secret,
+            write_timeout: Duration::from_secs(10),
+            heartbeat: Duration::from_millis(150),
+            election_timeout: (Duration::from_millis(600), Duration::from_millis(1200)),
+            snapshot_logs: 5000,
+        }
+    }
+}
+
+/// Why a cluster operation failed.
+#[derive(Debug, thiserror::Error)]
+pub enum ClusterError {
+    /// The inter-node listener could not be opened.
+    #[error("cannot listen for cluster peers on {addr}: {cause}")]
+    Listen {
+        /// The address.
+        addr: SocketAddr,
+        /// Why.
+        cause: String,
+    },
+    /// Raft could not start on the store, or its configuration is invalid.
+    #[error("the metadata group cannot start: {0}")]
+    Start(String),
+    /// No majority answered in time (the node is cut off, or too many nodes are down).
+    #[error("timed out after {0:?} waiting for a majority of cluster nodes")]
+    Timeout(Duration),
+    /// The group refused the operation.
+    #[error("{0}")]
+    Refused(String),
+}
+
+/// What answers peers: the Raft RPCs, and the requests a leader carries out for followers.
+struct Serving {
+    raft: MetaRaft,
+}
+
+fn leader_of(raft: &MetaRaft) -> Option<(NodeId, String)> {
+    let metrics = raft.metrics();
+    let m = metrics.borrow();
+    let id = m.current_leader?;
+    let addr = m.membership_config.membership().get_node(&id)?.addr.clone();
+    Some((id, addr))
+}
+
+fn refusal<E>(raft: &MetaRaft, e: RaftError<NodeId, E>) -> Refused
+where
+    E: std::error::Error + openraft::TryAsRef<openraft::error::ForwardToLeader<NodeId, BasicNode>>,
+{
+    match e.forward_to_leader() {
+        Some(f) => Refused::NotLeader(
+            f.leader_id
+                .zip(f.leader_node.as_ref().map(|n| n.addr.clone()))
+                .or_else(|| leader_of(raft)),
+        ),
+        None => Refused::Failed(e.to_string()),
+    }
+}
+
+impl Serving {
+    async fn change(
+        &self,
+        changes: ChangeMembers<NodeId, BasicNode>,
+    ) -> Result<(), RaftError<NodeId, ClientWriteError<NodeId, BasicNode>>> {
+        self.raft
+            .change_membership(changes, false)
+            .await
+            .map(|_| ())
+    }
+}
+
+impl Handler for Serving {
+    async fn handle(&self, _from: NodeId, req: Request) -> Response {
+        let raft = &self.raft;
+        match req {
+            Request::Append(r) => Response::Append(raft.append_entries(r).await),
+            Request::Vote(r) => Response::Vote(raft.vote(r).await),
+            Request::Snapshot(r) => Response::Snapshot(raft.install_snapshot(r).await),
+            Request::Write(cmd) => Response::Write(match raft.client_write(cmd).await {
+                Ok(r) => Ok((r.log_id.index, r.data)),
+                Err(e) => Err(refusal(raft, e)),
+            }),
+            Request::ReadIndex => Response::ReadIndex(match raft.ensure_linearizable().await {
+                Ok(id) => Ok(id.map_or(0, |id| id.index)),
+                Err(e) => Err(refusal(raft, e)),
+            }),
+            Request::Join { id, addr } => {
+                let added = match raft.add_learner(id, BasicNode::new(addr), true).await {
+                    Ok(_) => {
+                        self.change(ChangeMembers::AddVoterIds(BTreeSet::from([id])))
+                            .await
+                    }
+                    Err(e) => Err(e),
+                };
+                Response::Membership(added.map_err(|e| refusal(raft, e)))
+            }
+            Request::Forget(id) => Response::Membership(
+                self.change(ChangeMembers::RemoveVoters(BTreeSet::from([id])))
+                    .await
+                    .map_err(|e| refusal(raft, e)),
+            ),
+        }
+    }
+}
+
+fn refused_in(r: &Response) -> Option<&Refused> {
+    match r {
+        Response::Write(Err(e)) | Response::ReadIndex(Err(e)) | Response::Membership(Err(e)) => {
+            Some(e)
+        }
+        _ => None,
+    }
+}
+
+/// A running member of the metadata group.
+pub struct MetaNode {
+    id: NodeId,
+    addr: String,
+    raft: MetaRaft,
+    state: SharedState,
+    peers: Arc<Peers>,
+    serving: Arc<Serving>,
+    write_timeout: Duration,
+    stop: watch::Sender<bool>,
+    server: Mutex<Option<JoinHandle<()>>>,
+}
+
+impl MetaNode {
+    /// Starts the node on `store` (catching up from what it holds) and its peer listener.
+    /// A new node is not yet in a cluster: [`MetaNode::initialize`] or [`MetaNode::join`].
+    pub async fn start(
+        store: Store,
+        config: NodeConfig,
+        observer: Option<Arc<dyn Observer>>,
+    ) -> Result<MetaNode, ClusterError> {
+        let listener =
+            TcpListener::bind(config.listen)
+                .await
+                .map_err(|e| ClusterError::Listen {
+                    addr: config.listen,
+                    cause: e.to_string(),
+                })?;
+        let bound = listener.local_addr().map_err(|e| ClusterError::Listen {
+            addr: config.listen,
+            cause: e.to_string(),
+        })?;
+        let addr = config
+            .advertise
+            .clone()
+            .unwrap_or_else(|| bound.to_string());
+        let millis = |d: Duration| u64::try_from(d.as_millis()).unwrap_or(u64::MAX);
+        let raft_config = openraft::Config {
+            cluster_name: "warren".into(),
+            heartbeat_interval: millis(config.heartbeat),
+            election_timeout_min: millis(config.election_timeout.0),
+            election_timeout_max: millis(config.election_timeout.1),
+            snapshot_policy: openraft::SnapshotPolicy::LogsSinceLast(config.snapshot_logs),
+            max_in_snapshot_log_to_keep: config.snapshot_logs / 5,
+            ..Default::default()
+        }
+        .validate()
+        .map_err(|e| ClusterError::Start(e.to_string()))?;
+        let secret: Arc<[u8]> = config.secret.clone().into();
+        let peers = Arc::new(Peers::new(secret.clone(), config.id));
+        let log = LogStore::new(store.clone(), METADATA_GROUP);
+        let sm = StateMachine::open(store, METADATA_GROUP, observer)
+            .map_err(|e| ClusterError::Start(e.to_string()))?;
+        let state = sm.state();
+        let raft = MetaRaft::new(
+            config.id,
+            Arc::new(raft_config),
+            NetworkFactory(peers.clone()),
+            log,
+            sm,
+        )
+        .await
+        .map_err(|e| ClusterError::Start(e.to_string()))?;
+        let serving = Arc::new(Serving { raft: raft.clone() });
+        let (stop, stopped) = watch::channel(false);
+        let server = tokio::spawn(transport::serve(listener, secret, serving.clone(), stopped));
+        Ok(MetaNode {
+            id: config.id,
+            addr,
+            raft,
+            state,
+            peers,
+            serving,
+            write_timeout: config.write_timeout,
+            stop,
+            server: Mutex::new(Some(server)),
+        })
+    }
+
+    /// This node's id.
+    pub fn id(&self) -> NodeId {
+        self.id
+    }
+
+    /// The address peers reach this node at.
+    pub fn addr(&self) -> &str {
+        &self.addr
+    }
+
+    /// The leader this node knows of (id, address).
+    pub fn leader(&self) -> Option<(NodeId, String)> {
+        leader_of(&self.raft)
+    }
+
+    /// Whether this node leads the group now.
+    pub fn is_leader(&self) -> bool {
+        self.raft.metrics().borrow().state == ServerState::Leader
+    }
+
+    /// The members (id, address, voter) as this node last applied them.
+    pub fn members(&self) -> Vec<(NodeId, String, bool)> {
+        let metrics = self.raft.metrics();
+        let m = metrics.borrow();
+        let membership = m.membership_config.membership();
+        let voters: BTreeSet<NodeId> = membership.voter_ids().collect();
+        membership
+            .nodes()
+            .map(|(id, n)| (*id, n.addr.clone(), voters.contains(id)))
+            .collect()
+    }
+
+    /// The last log index removed from this node's log (a snapshot covers it).
+    pub fn purged_index(&self) -> Option<u64> {
+        self.raft.metrics().borrow().purged.map(|id| id.index)
+    }
+
+    /// The last log index applied on this node.
+    pub fn applied_index(&self) -> Option<u64> {
+        self.raft.metrics().borrow().last_applied.map(|id| id.index)
+    }
+
+    /// Makes this node, with `others` (id, address), a new cluster. Nothing happens when the
+    /// group already has members (a restarted node, or a seed list read again).
+    pub async fn initialize(&self, others: &[(NodeId, String)]) -> Result<(), ClusterError> {
+        let mut members = BTreeMap::new();
+        members.insert(self.id, BasicNode::new(self.addr.clone()));
+        for (id, addr) in others {
+            members.insert(*id, BasicNode::new(addr.clone()));
+        }
+        match self.raft.initialize(members).await {
+            Ok(()) => Ok(()),
+            Err(RaftError::APIError(openraft::error::InitializeError::NotAllowed(_))) => Ok(()),
+            Err(e) => Err(ClusterError::Refused(e.to_string())),
+        }
+    }
+
+    /// Asks the cluster that the node at `seed` belongs to to take this node in as a voter,
+    /// and waits until it has (this node has then caught up with the group's log).
+    pub async fn join(&self, seed: &str) -> Result<(), ClusterError> {
+        let req = Request::Join {
+            id: self.id,
+            addr: self.addr.clone(),
+        };
+        let deadline = Instant::now() + self.write_timeout;
+        let mut target = seed.to_string();
+        loop {
+            let remaining = deadline.saturating_duration_since(Instant::now());
+            if remaining.is_zero() {
+                return Err(ClusterError::Timeout(self.write_timeout));
+            }
+            let peer = Peer::new(target.clone(), self.peers_secret(), self.id);
+            match peer.call(&req, remaining).await {
+                Ok(Response::Membership(Ok(()))) => {
+                    // The leader saw our log catch up; apply what it committed before we
+                    // answer, so the joined node serves the cluster's state at once.
+                    return self.read_linearizable(|_| ()).await;
+                }
+                Ok(Response::Membership(Err(Refused::NotLeader(Some((_, leader)))))) => {
+                    target = leader;
+                }
+                Ok(Response::Membership(Err(Refused::Failed(e)))) => {
+                    return Err(ClusterError::Refused(e))
+                }
+                _ => {
+                    target = seed.to_string();
+                    tokio::time::sleep(remaining.min(Duration::from_millis(100))).await;
+                }
+            }
+        }
+    }
+
+    fn peers_secret(&self) -> Arc<[u8]> {
+        self.peers.secret()
+    }
+
+    /// Removes node `id` from the members (RabbitMQ's forget_cluster_node).
+    pub async fn forget(&self, id: NodeId) -> Result<(), ClusterError> {
+        match self.on_leader(Request::Forget(id)).await? {
+            (Response::Membership(Ok(())), _) => Ok(()),
+            _ => Err(ClusterError::Refused("unexpected answer".into())),
+        }
+    }
+
+    /// Carries out `req` on the leader (here, or forwarded), retrying while there is none or
+    /// it moves, until the write timeout.
+    async fn on_leader(&self, req: Request) -> Result<(Response, Instant), ClusterError> {
+        let deadline = Instant::now() + self.write_timeout;
+        loop {
+            let remaining = deadline.saturating_duration_since(Instant::now());
+            if remaining.is_zero() {
+                return Err(ClusterError::Timeout(self.write_timeout));
+            }
+            let answer = match self.leader() {
+                Some((id, _)) if id == self.id => {
+                    tokio::time::timeout(remaining, self.serving.handle(self.id, req.clone()))
+                        .await
+                        .ok()
+                }
+                Some((id, addr)) => self.peers.get(id, &addr).call(&req, remaining).await.ok(),
+                None => None,
+            };
+            match answer.as_ref().and_then(refused_in) {
+                None if answer.is_some() => {
+                    return answer
+                        .map(|a| (a, deadline))
+                        .ok_or(ClusterError::Timeout(self.write_timeout))
+                }
+                Some(Refused::Failed(e)) => return Err(ClusterError::Refused(e.clone())),
+                _ => {
+                    let pause = remaining.min(Duration::from_millis(50));
+                    tokio::time::sleep(pause).await;
+                }
+            }
+        }
+    }
+
+    async fn await_applied(&self, index: u64, deadline: Instant) -> Result<(), ClusterError> {
+        let remaining = deadline.saturating_duration_since(Instant::now());
+        self.raft
+            .wait(Some(remaining))
+            .applied_index_at_least(Some(index), "applied here")
+            .await
+            .map(|_| ())
+            .map_err(|_| ClusterError::Timeout(self.write_timeout))
+    }
+
+    /// Proposes `cmd` and answers once it is committed and applied on this node.
+    pub async fn write(&self, cmd: Command) -> Result<Reply, ClusterError> {
+        match self.on_leader(Request::Write(cmd)).await? {
+            (Response::Write(Ok((index, reply))), deadline) => {
+                self.await_applied(index, deadline).await?;
+                Ok(reply)
+            }
+            _ => Err(ClusterError::Refused("unexpected answer".into())),
+        }
+    }
+
+    /// Reads the tree as this node has applied it (no round trip; may lag the leader).
+    pub fn read<R>(&self, f: impl FnOnce(&Tree) -> R) -> R {
+        match self.state.read() {
+            Ok(state) => f(&state.tree),
+            Err(poisoned) => f(&poisoned.into_inner().tree),
+        }
+    }
+
+    /// Reads the tree once this node has applied everything committed before the call (the
+    /// leader's read index): what a node must do before it reports an entity missing.
+    pub async fn read_linearizable<R>(
+        &self,
+        f: impl FnOnce(&Tree) -> R,
+    ) -> Result<R, ClusterError> {
+        match self.on_leader(Request::ReadIndex).await? {
+            (Response::ReadIndex(Ok(index)), deadline) => {
+                self.await_applied(index, deadline).await?;
+                Ok(self.read(f))
+            }
+            _ => Err(ClusterError::Refused("unexpected answer".into())),
+        }
+    }
+
+    /// Stops the node: its listener, its connections and its Raft instance.
+    pub async fn shutdown(&self) {
+        let _ = self.stop.send(true);
+        let _ = self.raft.shutdown().await;
+        let server = self.server.lock().ok().and_then(|mut s| s.take());
+        if let Some(server) = server {
+            server.abort();
+            let _ = server.await;
+        }
+    }
+}

@@ -1,0 +1,196 @@
+//! Inter-node connections: the listener on `cluster_listen` and the client side, one request
+//! and one response at a time per connection, after the secret handshake.
+//!
+//! A [`Peer`] keeps a few idle connections to one node and opens more when calls overlap (a
+//! replication stream, a vote, forwarded writes), so no call waits behind another and no lock
+//! is held across a network wait.
+
+use super::codec;
+use super::handshake::{self, HandshakeError};
+use super::messages::{Request, Response};
+use super::types::NodeId;
+use std::future::Future;
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use tokio::io::BufStream;
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::watch;
+use tokio::task::JoinSet;
+
+/// How long connecting plus the handshake may take.
+pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(2);
+
+/// Idle connections kept per peer.
+const IDLE_PER_PEER: usize = 4;
+
+type Conn = BufStream<TcpStream>;
+
+/// Why a call to a peer failed.
+#[derive(Debug, thiserror::Error)]
+pub enum CallError {
+    /// No connection could be made (the node is down, or refused us).
+    #[error("cannot reach {addr}: {cause}")]
+    Unreachable {
+        /// The peer's address.
+        addr: String,
+        /// Why.
+        cause: String,
+    },
+    /// The connection failed or timed out during the call.
+    #[error("call to {addr} failed: {cause}")]
+    Failed {
+        /// The peer's address.
+        addr: String,
+        /// Why.
+        cause: String,
+    },
+}
+
+/// The client side of one peer.
+pub struct Peer {
+    addr: String,
+    secret: Arc<[u8]>,
+    me: NodeId,
+    idle: Mutex<Vec<Conn>>,
+}
+
+impl Peer {
+    /// A peer at `addr`, proving ourselves as `me` with `secret`.
+    pub fn new(addr: String, secret: Arc<[u8]>, me: NodeId) -> Peer {
+        Peer {
+            addr,
+            secret,
+            me,
+            idle: Mutex::new(Vec::new()),
+        }
+    }
+
+    /// The peer's address.
+    pub fn addr(&self) -> &str {
+        &self.addr
+    }
+
+    async fn connect(&self) -> Result<Conn, CallError> {
+        let unreachable = |cause: String| CallError::Unreachable {
+            addr: self.addr.clone(),
+            cause,
+        };
+        let attempt = async {
+            let stream = TcpStream::connect(&self.addr).await?;
+            stream.set_nodelay(true)?;
+            let mut conn = BufStream::new(stream);
+            handshake::client(&mut conn, &self.secret, self.me).await?;
+            Ok::<_, HandshakeError>(conn)
+        };
+        match tokio::time::timeout(CONNECT_TIMEOUT, attempt).await {
+            Ok(Ok(conn)) => Ok(conn),
+            Ok(Err(e)) => Err(unreachable(e.to_string())),
+            Err(_) => Err(unreachable("timed out connecting".into())),
+        }
+    }
+
+    /// Sends `req` and waits up to `timeout` for the answer.
+    pub async fn call(&self, req: &Request, timeout: Duration) -> Result<Response, CallError> {
+        let failed = |cause: String| CallError::Failed {
+            addr: self.addr.clone(),
+            cause,
+        };
+        let bytes = codec::encode(req).map_err(|e| failed(e.to_string()))?;
+        let reused = self.idle.lock().ok().and_then(|mut idle| idle.pop());
+        let mut conn = match reused {
+            Some(c) => c,
+            None => self.connect().await?,
+        };
+        let exchange = async {
+            codec::write_frame(&mut conn, &bytes).await?;
+            codec::read_frame(&mut conn).await
+        };
+        let answer = match tokio::time::timeout(timeout, exchange).await {
+            Ok(Ok(answer)) => answer,
+            Ok(Err(e)) => return Err(failed(e.to_string())),
+            Err(_) => return Err(failed(format!("no answer within {timeout:?}"))),
+        };
+        let response = codec::decode(&answer).map_err(|e| failed(e.to_string()))?;
+        if let Ok(mut idle) = self.idle.lock() {
+            if idle.len() < IDLE_PER_PEER {
+                idle.push(conn);
+            }
+        }
+        Ok(response)
+    }
+}
+
+/// What answers requests on accepted connections.
+pub trait Handler: Send + Sync + 'static {
+    /// Answers one request from node `from`.
+    fn handle(&self, from: NodeId, req: Request) -> impl Future<Output = Response> + Send;
+}
+
+/// Accepts peers on `listener` until `stop` changes, answering with `handler`; a peer
+/// that fails the handshake is logged and dropped.
+pub async fn serve<H: Handler>(
+    listener: TcpListener,
+    secret: Arc<[u8]>,
+    handler: Arc<H>,
+    mut stop: watch::Receiver<bool>,
+) {
+    let mut conns = JoinSet::new();
+    loop {
+        tokio::select! {
+            accepted = listener.accept() => match accepted {
+                Ok((stream, addr)) => {
+                    conns.spawn(connection(stream, addr, secret.clone(), handler.clone()));
+                }
+                Err(e) => {
+                    tracing::warn!(error = %e, "accepting an inter-node connection failed");
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                }
+            },
+            Some(_) = conns.join_next(), if !conns.is_empty() => {}
+            _ = stop.changed() => break,
+        }
+    }
+    // Dropping the set aborts every connection task.
+}
+
+async fn connection<H: Handler>(
+    stream: TcpStream,
+    addr: SocketAddr,
+    secret: Arc<[u8]>,
+    handler: Arc<H>,
+) {
+    let _ = stream.set_nodelay(true);
+    let mut conn = BufStream::new(stream);
+    let from =
+        match tokio::time::timeout(CONNECT_TIMEOUT, handshake::server(&mut conn, &secret)).await {
+            Ok(Ok(from)) => from,
+            Ok(Err(e)) => {
+                tracing::warn!(peer = %addr, error = %e, "inter-node connection refused");
+                return;
+            }
+            Err(_) => {
+                tracing::warn!(peer = %addr, "inter-node connection refused: handshake timed out");
+                return;
+            }
+        };
+    loop {
+        let Ok(bytes) = codec::read_frame(&mut conn).await else {
+            return;
+        };
+        let req: Request = match codec::decode(&bytes) {
+            Ok(r) => r,
+            Err(e) => {
+                tracing::warn!(peer = %addr, error = %e, "undecodable inter-node request; closing");
+                return;
+            }
+        };
+        let response = handler.handle(from, req).await;
+        let Ok(out) = codec::encode(&response) else {
+            return;
+        };
+        if codec::write_frame(&mut conn, &out).await.is_err() {
+            return;
+        }
+    }
+}

@@ -1,0 +1,206 @@
+//! The metadata tree in memory: what the state machine applies commands to and what local
+//! reads are served from. Applying is deterministic and depends only on the tree, so every
+//! node that applies the same entries holds the same tree, and re-applying entries after a
+//! crash (the store's copy may lag the log) converges to the same state.
+
+use super::types::{Command, Path, Reply};
+use crate::store::TreeChange;
+use std::collections::BTreeMap;
+
+/// Paths to values, ordered so a subtree is one range.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Tree {
+    entries: BTreeMap<Path, Vec<u8>>,
+}
+
+impl Tree {
+    /// A tree holding `entries`.
+    pub fn from_entries(entries: impl IntoIterator<Item = (Path, Vec<u8>)>) -> Tree {
+        Tree {
+            entries: entries.into_iter().collect(),
+        }
+    }
+
+    /// The value at `path`.
+    pub fn get(&self, path: &[String]) -> Option<&Vec<u8>> {
+        self.entries.get(path)
+    }
+
+    /// The values at `prefix` and below, in order.
+    pub fn children<'a>(
+        &'a self,
+        prefix: &'a [String],
+    ) -> impl Iterator<Item = (&'a Path, &'a Vec<u8>)> + 'a {
+        self.entries
+            .range::<[String], _>((
+                std::ops::Bound::Included(prefix),
+                std::ops::Bound::Unbounded,
+            ))
+            .take_while(move |(k, _)| k.starts_with(prefix))
+    }
+
+    /// Every entry, in order.
+    pub fn entries(&self) -> impl Iterator<Item = (&Path, &Vec<u8>)> {
+        self.entries.iter()
+    }
+
+    /// How many values the tree holds.
+    pub fn len(&self) -> usize {
+        self.entries.len()
+    }
+
+    /// Whether the tree holds no value.
+    pub fn is_empty(&self) -> bool {
+        self.entries.is_empty()
+    }
+
+    /// Applies `cmd`, appending the changes made (for the store) to `changes` and what each
+    /// leaf found to `reply`.
+    pub fn apply(&mut self, cmd: &Command, changes: &mut Vec<TreeChange>, reply: &mut Reply) {
+        match cmd {
+            Command::Put { path, value } => {
+                reply
+                    .before
+                    .push(self.entries.insert(path.clone(), value.clone()));
+                changes.push(TreeChange::Put(path.clone(), value.clone()));
+            }
+            Command::Create { path, value } => match self.entries.get(path) {
+                Some(existing) => reply.before.push(Some(existing.clone())),
+                None => {
+                    self.entries.insert(path.clone(), value.clone());
+                    changes.push(TreeChange::Put(path.clone(), value.clone()));
+                    reply.before.push(None);
+                }
+            },
+            Command::Delete { path } => {
+                let before = self.entries.remove(path);
+                if before.is_some() {
+                    changes.push(TreeChange::Delete(path.clone()));
+                }
+                reply.before.push(before);
+            }
+            Command::DeleteTree { path } => {
+                let doomed: Vec<Path> = self.children(path).map(|(k, _)| k.clone()).collect();
+                let before = self.entries.get(path).cloned();
+                for k in doomed {
+                    self.entries.remove(&k);
+                }
+                changes.push(TreeChange::DeleteTree(path.clone()));
+                reply.before.push(before);
+            }
+            Command::Batch(cmds) => {
+                for c in cmds {
+                    self.apply(c, changes, reply);
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn p(parts: &[&str]) -> Path {
+        parts.iter().map(|s| s.to_string()).collect()
+    }
+
+    fn put(path: &[&str], v: &str) -> Command {
+        Command::Put {
+            path: p(path),
+            value: v.into(),
+        }
+    }
+
+    fn run(tree: &mut Tree, cmd: Command) -> Reply {
+        let mut reply = Reply::default();
+        tree.apply(&cmd, &mut Vec::new(), &mut reply);
+        reply
+    }
+
+    #[test]
+    fn create_keeps_the_first_value_and_reports_it() {
+        let mut t = Tree::default();
+        let create = |v: &str| Command::Create {
+            path: p(&["q"]),
+            value: v.into(),
+        };
+        assert_eq!(run(&mut t, create("a")).before, vec![None]);
+        assert_eq!(run(&mut t, create("b")).before, vec![Some(b"a".to_vec())]);
+        assert_eq!(t.get(&p(&["q"])), Some(&b"a".to_vec()));
+    }
+
+    #[test]
+    fn delete_tree_takes_the_subtree_and_nothing_that_only_shares_a_prefix_of_a_name() {
+        let mut t = Tree::default();
+        let reply = run(
+            &mut t,
+            Command::Batch(vec![
+                put(&["v", "a"], "1"),
+                put(&["v", "a", "q"], "2"),
+                put(&["v", "ab"], "3"),
+            ]),
+        );
+        assert_eq!(reply.before, vec![None, None, None]);
+        assert_eq!(t.children(&p(&["v", "a"])).count(), 2);
+        let reply = run(
+            &mut t,
+            Command::DeleteTree {
+                path: p(&["v", "a"]),
+            },
+        );
+        assert_eq!(reply.before, vec![Some(b"1".to_vec())]);
+        assert_eq!(t.len(), 1);
+        assert_eq!(t.get(&p(&["v", "ab"])), Some(&b"3".to_vec()));
+        assert_eq!(
+            run(
+                &mut t,
+                Command::Delete {
+                    path: p(&["v", "zz"])
+                }
+            )
+            .before,
+            vec![None]
+        );
+    }
+
+    #[test]
+    fn replaying_a_suffix_over_a_later_state_converges() {
+        let cmds = vec![
+            Command::Create {
+                path: p(&["a"]),
+                value: "1".into(),
+            },
+            Command::Delete { path: p(&["a"]) },
+            Command::Create {
+                path: p(&["a"]),
+                value: "2".into(),
+            },
+            put(&["b"], "x"),
+            Command::DeleteTree { path: p(&["b"]) },
+            Command::Create {
+                path: p(&["b"]),
+                value: "y".into(),
+            },
+        ];
+        let mut full = Tree::default();
+        for c in &cmds {
+            run(&mut full, c.clone());
+        }
+        // A crash after applying k entries in memory but persisting fewer: replay from every
+        // persisted point j <= k over the state after k.
+        for k in 0..=cmds.len() {
+            let mut ahead = Tree::default();
+            for c in &cmds[..k] {
+                run(&mut ahead, c.clone());
+            }
+            for j in 0..=k {
+                let mut replayed = ahead.clone();
+                for c in &cmds[j..] {
+                    run(&mut replayed, c.clone());
+                }
+                assert_eq!(replayed, full, "applied {k}, persisted {j}");
+            }
+        }
+    }
+}
