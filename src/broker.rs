@@ -45,6 +45,8 @@ pub struct Broker {
     pub permissions: Permissions,
     /// Memory and disk alarms.
     pub alarms: crate::alarms::Alarms,
+    /// This node's membership of the cluster, set at start when it has a cluster secret.
+    pub cluster: std::sync::OnceLock<Arc<crate::cluster::MetaNode>>,
     global_parameters: DashMap<String, serde_json::Value>,
     user_limits: DashMap<String, serde_json::Map<String, serde_json::Value>>,
 }
@@ -67,6 +69,7 @@ impl Broker {
             connections: Arc::default(),
             permissions: Permissions::default(),
             listeners: std::sync::OnceLock::new(),
+            cluster: std::sync::OnceLock::new(),
             global_parameters: DashMap::new(),
             user_limits: DashMap::new(),
             alarms: crate::alarms::Alarms::new(&config),
@@ -531,6 +534,9 @@ impl Broker {
 
     /// Lets every queue hand its pending writes to the store, then commits and closes it.
     pub async fn close(&self) {
+        if let Some(node) = self.cluster.get() {
+            node.shutdown().await;
+        }
         for v in self.vhosts() {
             for q in v.queues() {
                 q.flush().await;

@@ -94,6 +94,22 @@ pub struct Config {
     pub max_queues_per_vhost: usize,
     /// Unacknowledged deliveries one channel may hold, whatever its prefetch; 0: no limit.
     pub max_unacked_per_channel: u32,
+    /// The inter-node listener (RabbitMQ's distribution port, 25672); opened only when the
+    /// node has a cluster secret.
+    pub cluster_listen: SocketAddr,
+    /// The `host:port` peers reach this node at; by default its entry in `cluster_nodes`,
+    /// else `cluster_listen`.
+    pub cluster_advertise: Option<String>,
+    /// The secret every node of the cluster shares (the Erlang cookie's role); a peer without
+    /// it is refused. With it (or `cluster_secret_file`) the node is a cluster member.
+    pub cluster_secret: Option<String>,
+    /// A file holding the secret instead (trailing whitespace ignored).
+    pub cluster_secret_file: Option<PathBuf>,
+    /// The seed list (RabbitMQ's `cluster_formation.classic_config.nodes`): entries
+    /// `NAME@HOST[:PORT]` (port 25672 when omitted). Nodes that find their `node_name` in it
+    /// form the cluster from it; others join it through its nodes. Entries are checked when the
+    /// node starts (`cluster::seeds`).
+    pub cluster_nodes: Vec<String>,
 }
 
 /// Default `queue_window_messages`: ready messages a queue keeps in memory.
@@ -182,6 +198,11 @@ impl Default for Config {
             max_consumers_per_channel: 0,
             max_queues_per_vhost: 0,
             max_unacked_per_channel: 0,
+            cluster_listen: SocketAddr::from(([0, 0, 0, 0], 25672)),
+            cluster_advertise: None,
+            cluster_secret: None,
+            cluster_secret_file: None,
+            cluster_nodes: Vec::new(),
         }
     }
 }
@@ -243,8 +264,46 @@ impl Config {
         }
     }
 
+    /// The cluster secret, from `cluster_secret` or `cluster_secret_file`; None: one node.
+    pub fn cluster_secret(&self) -> Result<Option<Vec<u8>>, ConfigError> {
+        if let Some(s) = &self.cluster_secret {
+            return Ok(Some(s.as_bytes().to_vec()));
+        }
+        let Some(path) = &self.cluster_secret_file else {
+            return Ok(None);
+        };
+        let text = std::fs::read(path).map_err(|source| ConfigError::Read {
+            path: path.clone(),
+            source,
+        })?;
+        let end = text
+            .iter()
+            .rposition(|b| !b.is_ascii_whitespace())
+            .map_or(0, |i| i + 1);
+        Ok(Some(text[..end].to_vec()))
+    }
+
     /// Checks ranges that the protocol imposes.
     pub fn validate(&self) -> Result<(), ConfigError> {
+        if self.cluster_secret.is_some() && self.cluster_secret_file.is_some() {
+            return Err(ConfigError::Invalid(
+                "set cluster_secret or cluster_secret_file, not both".into(),
+            ));
+        }
+        if matches!(&self.cluster_secret, Some(s) if s.is_empty()) {
+            return Err(ConfigError::Invalid(
+                "cluster_secret must not be empty".into(),
+            ));
+        }
+        if !self.cluster_nodes.is_empty()
+            && self.cluster_secret.is_none()
+            && self.cluster_secret_file.is_none()
+        {
+            return Err(ConfigError::Invalid(
+                "cluster_nodes needs cluster_secret or cluster_secret_file".into(),
+            ));
+        }
+
         if self.frame_max < 4096 {
             return Err(ConfigError::Invalid(format!(
                 "frame_max {} is below the AMQP minimum 4096",
@@ -316,6 +375,20 @@ mod tests {
         assert_eq!(c.default_user, "admin");
         assert_eq!(c.default_pass, "guest");
         assert_eq!(c.default_vhost, "apps");
+    }
+
+    #[test]
+    fn a_seed_list_needs_a_secret() {
+        let p = std::path::Path::new("x.toml");
+        let c = Config::from_toml(r#"cluster_nodes = ["warren@a"]"#, p).expect("parses");
+        assert!(c.validate().is_err());
+        let c = Config::from_toml(
+            "cluster_secret = \"s\"\ncluster_nodes = [\"warren@a:25001\", \"warren@b\"]",
+            p,
+        )
+        .expect("parses");
+        c.validate().expect("valid");
+        assert_eq!(c.cluster_secret().expect("secret"), Some(b"s".to_vec()));
     }
 
     #[test]

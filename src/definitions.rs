@@ -205,7 +205,7 @@ pub async fn import(b: &Broker, doc: &Value, vhost: Option<&str>) -> Result<Vec<
         for u in list(doc, "users") {
             let made = user(u)?;
             let name = made.name.clone();
-            b.put_user(made);
+            b.save_user(made).await.map_err(|e| e.to_string())?;
             if let Some(Value::Object(limits)) = u.get("limits") {
                 for (k, v) in limits {
                     match v.as_i64() {

@@ -117,6 +117,9 @@ pub enum CoreError {
     /// The broker failed (the store could not write).
     #[error("{0}")]
     Internal(String),
+    /// The cluster could not carry out a metadata change in time (no majority reachable).
+    #[error("{0}")]
+    Unavailable(String),
 }
 
 /// Why access is refused.
@@ -288,7 +291,7 @@ impl CoreError {
             CoreError::AccessRefused(_) => code::ACCESS_REFUSED,
             CoreError::Locked { .. } => code::RESOURCE_LOCKED,
             CoreError::PreconditionFailed(_) => code::PRECONDITION_FAILED,
-            CoreError::Internal(_) => code::INTERNAL_ERROR,
+            CoreError::Internal(_) | CoreError::Unavailable(_) => code::INTERNAL_ERROR,
         }
     }
 }

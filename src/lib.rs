@@ -26,6 +26,7 @@ pub mod metrics;
 pub mod permissions;
 pub mod policy;
 pub mod queue;
+pub mod replication;
 pub mod sampler;
 pub mod shortstr;
 pub mod store;
@@ -135,6 +136,40 @@ async fn load_definitions(broker: &Broker, path: &std::path::Path) -> std::io::R
     Ok(())
 }
 
+/// Starts the node's cluster membership when it has a cluster secret (see `cluster::boot`).
+async fn start_cluster(broker: &Arc<Broker>) -> std::io::Result<()> {
+    let cfg = &broker.config;
+    let invalid = |e: String| std::io::Error::new(std::io::ErrorKind::InvalidInput, e);
+    let Some(secret) = cfg.cluster_secret().map_err(|e| invalid(e.to_string()))? else {
+        return Ok(());
+    };
+    let seeds = cfg
+        .cluster_nodes
+        .iter()
+        .map(|s| cluster::seeds::parse(s))
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(invalid)?;
+    let boot = cluster::boot::Boot {
+        name: cfg.node_name.clone(),
+        listen: cfg.cluster_listen,
+        advertise: cfg.cluster_advertise.clone(),
+        secret,
+        seeds,
+    };
+    let observer = replication::Replica::new(broker);
+    let node = cluster::boot::start(broker.store.clone(), boot, Some(observer))
+        .await
+        .map_err(|e| std::io::Error::other(e.to_string()))?;
+    tracing::info!(
+        node = node.name(),
+        addr = node.addr(),
+        "cluster listener up"
+    );
+    let _ = broker.cluster.set(node.clone());
+    tokio::spawn(replication::join_metadata(Arc::downgrade(broker), node));
+    Ok(())
+}
+
 impl Server {
     /// Binds the listeners and starts serving.
     pub async fn start(config: Config) -> std::io::Result<Server> {
@@ -149,6 +184,7 @@ impl Server {
         if let Some(path) = &broker.config.load_definitions {
             load_definitions(&broker, path).await?;
         }
+        start_cluster(&broker).await?;
         let cfg = &broker.config;
         let listener = listen("AMQP", cfg.amqp_listen).await?;
         let amqp_addr = listener.local_addr()?;

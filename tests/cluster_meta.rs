@@ -19,8 +19,8 @@ struct Node {
     store: Store,
 }
 
-fn config(id: u64, listen: SocketAddr, secret: &[u8]) -> NodeConfig {
-    let mut c = NodeConfig::new(id, listen, secret.to_vec());
+fn config(name: &str, listen: SocketAddr, secret: &[u8]) -> NodeConfig {
+    let mut c = NodeConfig::new(name, listen, secret.to_vec());
     c.write_timeout = Duration::from_secs(3);
     c.heartbeat = Duration::from_millis(100);
     c.election_timeout = (Duration::from_millis(400), Duration::from_millis(800));
@@ -28,9 +28,9 @@ fn config(id: u64, listen: SocketAddr, secret: &[u8]) -> NodeConfig {
     c
 }
 
-async fn start_in(dir: tempfile::TempDir, id: u64, listen: SocketAddr, secret: &[u8]) -> Node {
+async fn start_in(dir: tempfile::TempDir, name: &str, listen: SocketAddr, secret: &[u8]) -> Node {
     let (store, _) = Store::open(dir.path(), 8 << 20, Default::default()).expect("store");
-    let node = MetaNode::start(store.clone(), config(id, listen, secret), None)
+    let node = MetaNode::start(store.clone(), config(name, listen, secret), None)
         .await
         .expect("node starts");
     let listen = node.addr().parse().expect("addr");
@@ -42,17 +42,17 @@ async fn start_in(dir: tempfile::TempDir, id: u64, listen: SocketAddr, secret: &
     }
 }
 
-async fn start(id: u64, secret: &[u8]) -> Node {
+async fn start(name: &str, secret: &[u8]) -> Node {
     let dir = tempfile::tempdir().expect("dir");
-    start_in(dir, id, "127.0.0.1:0".parse().expect("addr"), secret).await
+    start_in(dir, name, "127.0.0.1:0".parse().expect("addr"), secret).await
 }
 
 /// Stops a node as a crash would look to its peers (listener and Raft gone), keeping its dir.
-async fn stop(n: Node) -> (tempfile::TempDir, SocketAddr, u64) {
-    let id = n.node.id();
+async fn stop(n: Node) -> (tempfile::TempDir, SocketAddr, String) {
+    let name = n.node.name().to_string();
     n.node.shutdown().await;
     n.store.close().await;
-    (n.dir, n.listen, id)
+    (n.dir, n.listen, name)
 }
 
 fn path(parts: &[&str]) -> Path {
@@ -76,14 +76,11 @@ async fn eventually(what: &str, timeout: Duration, mut f: impl FnMut() -> bool) 
 
 async fn three() -> Vec<Node> {
     let nodes = vec![
-        start(1, SECRET).await,
-        start(2, SECRET).await,
-        start(3, SECRET).await,
+        start("warren@a", SECRET).await,
+        start("warren@b", SECRET).await,
+        start("warren@c", SECRET).await,
     ];
-    let others: Vec<(u64, String)> = nodes[1..]
-        .iter()
-        .map(|n| (n.node.id(), n.node.addr().to_string()))
-        .collect();
+    let others: Vec<_> = nodes[1..].iter().map(|n| n.node.member()).collect();
     nodes[0].node.initialize(&others).await.expect("initialize");
     eventually("a leader", Duration::from_secs(10), || {
         nodes.iter().all(|n| n.node.leader().is_some())
@@ -161,7 +158,7 @@ async fn losing_the_leader_elects_another_and_the_old_one_catches_up_after_resta
         .iter()
         .position(|n| n.node.id() == leader)
         .expect("leader is a node");
-    let (dir, listen, id) = stop(nodes.remove(at)).await;
+    let (dir, listen, name) = stop(nodes.remove(at)).await;
     let lost = Instant::now();
     // The two left elect a leader and take writes.
     nodes[0]
@@ -183,7 +180,7 @@ async fn losing_the_leader_elects_another_and_the_old_one_catches_up_after_resta
     }
     // The old leader restarts on its own store and address, and catches up (from the log or
     // a snapshot: 30 entries passed the snapshot threshold of 20).
-    let back = start_in(dir, id, listen, SECRET).await;
+    let back = start_in(dir, &name, listen, SECRET).await;
     eventually(
         "the restarted node to catch up",
         Duration::from_secs(10),
@@ -227,8 +224,8 @@ async fn a_node_cut_off_from_the_majority_times_out_writes_and_recovers_when_the
     // Reads of what it holds still work locally.
     assert_eq!(value(&alone.node, &["a"]), Some(b"1".to_vec()));
     let mut nodes = vec![alone];
-    for (dir, listen, id) in stopped {
-        nodes.push(start_in(dir, id, listen, SECRET).await);
+    for (dir, listen, name) in stopped {
+        nodes.push(start_in(dir, &name, listen, SECRET).await);
     }
     nodes[0]
         .node
@@ -272,7 +269,7 @@ async fn a_node_joins_by_hand_through_any_member_catching_up_by_snapshot_and_can
         .iter()
         .find(|n| !n.node.is_leader())
         .expect("a follower");
-    let fourth = start(4, SECRET).await;
+    let fourth = start("warren@d", SECRET).await;
     fourth.node.join(follower.node.addr()).await.expect("join");
     assert_eq!(
         fourth.node.read(|t| t.children(&path(&["vhosts"])).count()),
@@ -288,14 +285,14 @@ async fn a_node_joins_by_hand_through_any_member_catching_up_by_snapshot_and_can
         .node
         .members()
         .iter()
-        .any(|(id, _, voter)| *id == 4 && *voter));
+        .any(|(m, voter)| m.name == "warren@d" && *voter));
     fourth
         .node
         .write(put(&["from4"], "x"))
         .await
         .expect("write");
     nodes.push(fourth);
-    nodes[1].node.forget(4).await.expect("forget");
+    nodes[1].node.forget("warren@d").await.expect("forget");
     let members = nodes[0]
         .node
         .read_linearizable(|_| ())
@@ -303,8 +300,11 @@ async fn a_node_joins_by_hand_through_any_member_catching_up_by_snapshot_and_can
         .map(|_| nodes[0].node.members())
         .expect("read");
     assert_eq!(
-        members.iter().map(|m| m.0).collect::<Vec<_>>(),
-        vec![1, 2, 3]
+        members
+            .iter()
+            .map(|m| m.0.name.as_str())
+            .collect::<Vec<_>>(),
+        vec!["warren@a", "warren@b", "warren@c"]
     );
     for n in nodes {
         stop(n).await;
@@ -314,11 +314,14 @@ async fn a_node_joins_by_hand_through_any_member_catching_up_by_snapshot_and_can
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_node_with_another_secret_is_refused() {
     let nodes = three().await;
-    let stranger = start(9, b"not-the-cookie").await;
+    let stranger = start("warren@x", b"not-the-cookie").await;
     let joined = stranger.node.join(nodes[0].node.addr()).await;
     assert!(joined.is_err(), "{joined:?}");
     assert_eq!(nodes[0].node.members().len(), 3);
-    // Nor can it take part the other way round: the cluster cannot reach it as a peer.
+    // Nor can the cluster reach it as a peer: a ping through the handshake fails.
+    let timeout = Duration::from_secs(1);
+    assert!(!nodes[0].node.ping(&stranger.node.member(), timeout).await);
+    assert!(nodes[0].node.ping(&nodes[1].node.member(), timeout).await);
     stop(stranger).await;
     for n in nodes {
         stop(n).await;

@@ -2,7 +2,7 @@
 //! requests a follower sends its leader on a client's behalf (a write, the read index a
 //! linearizable read waits for, a membership change).
 
-use super::types::{Command, MetaConfig, NodeId, Reply};
+use super::types::{Command, Member, MetaConfig, NodeId, Reply};
 use openraft::error::{InstallSnapshotError, RaftError};
 use openraft::raft::{
     AppendEntriesRequest, AppendEntriesResponse, InstallSnapshotRequest, InstallSnapshotResponse,
@@ -23,15 +23,12 @@ pub enum Request {
     Write(Command),
     /// The leader's committed index, once it has confirmed it still leads.
     ReadIndex,
-    /// Make node `id` at `addr` a voting member (it asks to join the cluster).
-    Join {
-        /// The joining node.
-        id: NodeId,
-        /// Its inter-node address.
-        addr: String,
-    },
+    /// Make this node a voting member (it asks to join the cluster).
+    Join(Member),
     /// Remove node `id` from the members (forget_cluster_node).
     Forget(NodeId),
+    /// Is the receiver up? (`running` in the management API's node list.)
+    Ping,
 }
 
 /// Why the leader did not carry out a forwarded request.
@@ -60,4 +57,6 @@ pub enum Response {
     ReadIndex(Result<u64, Refused>),
     /// To `Join` and `Forget`.
     Membership(Result<(), Refused>),
+    /// To `Ping`: the receiver's node name.
+    Pong(String),
 }

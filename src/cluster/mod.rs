@@ -11,12 +11,14 @@
 // the helpers that feed them return the same types rather than boxing and unboxing.
 #![allow(clippy::result_large_err)]
 
+pub mod boot;
 pub mod codec;
 pub mod handshake;
 pub mod log_store;
 pub mod messages;
 pub mod network;
 pub mod node;
+pub mod seeds;
 pub mod state_machine;
 pub mod transport;
 pub mod tree;

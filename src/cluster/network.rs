@@ -4,7 +4,7 @@
 
 use super::messages::{Request, Response};
 use super::transport::{CallError, Peer};
-use super::types::{MetaConfig, NodeId};
+use super::types::{Member, MetaConfig, NodeId};
 use dashmap::DashMap;
 use openraft::error::{
     InstallSnapshotError, NetworkError, RPCError, RaftError, RemoteError, Unreachable,
@@ -14,7 +14,6 @@ use openraft::raft::{
     AppendEntriesRequest, AppendEntriesResponse, InstallSnapshotRequest, InstallSnapshotResponse,
     VoteRequest, VoteResponse,
 };
-use openraft::BasicNode;
 use std::sync::Arc;
 
 /// The node's peers by id, each with its connection pool.
@@ -59,7 +58,7 @@ pub struct NetworkFactory(pub Arc<Peers>);
 impl RaftNetworkFactory<MetaConfig> for NetworkFactory {
     type Network = PeerNetwork;
 
-    async fn new_client(&mut self, target: NodeId, node: &BasicNode) -> PeerNetwork {
+    async fn new_client(&mut self, target: NodeId, node: &Member) -> PeerNetwork {
         PeerNetwork {
             target,
             peer: self.0.get(target, &node.addr),
@@ -73,14 +72,14 @@ pub struct PeerNetwork {
     peer: Arc<Peer>,
 }
 
-fn transport_error<E: std::error::Error>(e: CallError) -> RPCError<NodeId, BasicNode, E> {
+fn transport_error<E: std::error::Error>(e: CallError) -> RPCError<NodeId, Member, E> {
     match e {
         CallError::Unreachable { .. } => RPCError::Unreachable(Unreachable::new(&e)),
         CallError::Failed { .. } => RPCError::Network(NetworkError::new(&e)),
     }
 }
 
-fn mismatched<E: std::error::Error>() -> RPCError<NodeId, BasicNode, E> {
+fn mismatched<E: std::error::Error>() -> RPCError<NodeId, Member, E> {
     RPCError::Network(NetworkError::new(&std::io::Error::other(
         "the peer answered with another kind of response",
     )))
@@ -91,14 +90,14 @@ impl PeerNetwork {
         &self,
         req: Request,
         option: &RPCOption,
-    ) -> Result<Response, RPCError<NodeId, BasicNode, E>> {
+    ) -> Result<Response, RPCError<NodeId, Member, E>> {
         self.peer
             .call(&req, option.hard_ttl())
             .await
             .map_err(transport_error)
     }
 
-    fn remote<E: std::error::Error>(&self, e: E) -> RPCError<NodeId, BasicNode, E> {
+    fn remote<E: std::error::Error>(&self, e: E) -> RPCError<NodeId, Member, E> {
         RPCError::RemoteError(RemoteError::new(self.target, e))
     }
 }
@@ -108,7 +107,7 @@ impl RaftNetwork<MetaConfig> for PeerNetwork {
         &mut self,
         rpc: AppendEntriesRequest<MetaConfig>,
         option: RPCOption,
-    ) -> Result<AppendEntriesResponse<NodeId>, RPCError<NodeId, BasicNode, RaftError<NodeId>>> {
+    ) -> Result<AppendEntriesResponse<NodeId>, RPCError<NodeId, Member, RaftError<NodeId>>> {
         match self.call(Request::Append(rpc), &option).await? {
             Response::Append(Ok(r)) => Ok(r),
             Response::Append(Err(e)) => Err(self.remote(e)),
@@ -122,7 +121,7 @@ impl RaftNetwork<MetaConfig> for PeerNetwork {
         option: RPCOption,
     ) -> Result<
         InstallSnapshotResponse<NodeId>,
-        RPCError<NodeId, BasicNode, RaftError<NodeId, InstallSnapshotError>>,
+        RPCError<NodeId, Member, RaftError<NodeId, InstallSnapshotError>>,
     > {
         match self.call(Request::Snapshot(rpc), &option).await? {
             Response::Snapshot(Ok(r)) => Ok(r),
@@ -135,7 +134,7 @@ impl RaftNetwork<MetaConfig> for PeerNetwork {
         &mut self,
         rpc: VoteRequest<NodeId>,
         option: RPCOption,
-    ) -> Result<VoteResponse<NodeId>, RPCError<NodeId, BasicNode, RaftError<NodeId>>> {
+    ) -> Result<VoteResponse<NodeId>, RPCError<NodeId, Member, RaftError<NodeId>>> {
         match self.call(Request::Vote(rpc), &option).await? {
             Response::Vote(Ok(r)) => Ok(r),
             Response::Vote(Err(e)) => Err(self.remote(e)),

@@ -11,11 +11,11 @@ use super::network::{NetworkFactory, Peers};
 use super::state_machine::{Observer, SharedState, StateMachine};
 use super::transport::{self, Handler, Peer};
 use super::tree::Tree;
-use super::types::{Command, MetaRaft, NodeId, Reply};
+use super::types::{node_id, Command, Member, MetaRaft, NodeId, Reply};
 use super::METADATA_GROUP;
 use crate::store::Store;
 use openraft::error::{ClientWriteError, RaftError};
-use openraft::{BasicNode, ChangeMembers, ServerState};
+use openraft::{ChangeMembers, ServerState};
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
@@ -28,8 +28,8 @@ use tokio::time::Instant;
 /// How a node takes part in the metadata group.
 #[derive(Clone, Debug)]
 pub struct NodeConfig {
-    /// Its id in the group.
-    pub id: NodeId,
+    /// Its name (`node_name`); its id in the group is derived from it.
+    pub name: String,
     /// Where it listens for peers (`cluster_listen`).
     pub listen: SocketAddr,
     /// The address peers reach it at; by default the address it listens on.
@@ -48,10 +48,10 @@ pub struct NodeConfig {
 }
 
 impl NodeConfig {
-    /// A node `id` listening on `listen` with `secret`, with the default timings.
-    pub fn new(id: NodeId, listen: SocketAddr, secret: Vec<u8>) -> NodeConfig {
+    /// A node `name` listening on `listen` with `secret`, with the default timings.
+    pub fn new(name: &str, listen: SocketAddr, secret: Vec<u8>) -> NodeConfig {
         NodeConfig {
-            id,
+            name: name.to_string(),
             listen,
             advertise: None,
             secret,
@@ -88,6 +88,7 @@ pub enum ClusterError {
 /// What answers peers: the Raft RPCs, and the requests a leader carries out for followers.
 struct Serving {
     raft: MetaRaft,
+    name: String,
 }
 
 fn leader_of(raft: &MetaRaft) -> Option<(NodeId, String)> {
@@ -100,7 +101,7 @@ fn leader_of(raft: &MetaRaft) -> Option<(NodeId, String)> {
 
 fn refusal<E>(raft: &MetaRaft, e: RaftError<NodeId, E>) -> Refused
 where
-    E: std::error::Error + openraft::TryAsRef<openraft::error::ForwardToLeader<NodeId, BasicNode>>,
+    E: std::error::Error + openraft::TryAsRef<openraft::error::ForwardToLeader<NodeId, Member>>,
 {
     match e.forward_to_leader() {
         Some(f) => Refused::NotLeader(
@@ -115,8 +116,8 @@ where
 impl Serving {
     async fn change(
         &self,
-        changes: ChangeMembers<NodeId, BasicNode>,
-    ) -> Result<(), RaftError<NodeId, ClientWriteError<NodeId, BasicNode>>> {
+        changes: ChangeMembers<NodeId, Member>,
+    ) -> Result<(), RaftError<NodeId, ClientWriteError<NodeId, Member>>> {
         self.raft
             .change_membership(changes, false)
             .await
@@ -139,8 +140,9 @@ impl Handler for Serving {
                 Ok(id) => Ok(id.map_or(0, |id| id.index)),
                 Err(e) => Err(refusal(raft, e)),
             }),
-            Request::Join { id, addr } => {
-                let added = match raft.add_learner(id, BasicNode::new(addr), true).await {
+            Request::Join(member) => {
+                let id = node_id(&member.name);
+                let added = match raft.add_learner(id, member, true).await {
                     Ok(_) => {
                         self.change(ChangeMembers::AddVoterIds(BTreeSet::from([id])))
                             .await
@@ -154,6 +156,7 @@ impl Handler for Serving {
                     .await
                     .map_err(|e| refusal(raft, e)),
             ),
+            Request::Ping => Response::Pong(self.name.clone()),
         }
     }
 }
@@ -167,9 +170,21 @@ fn refused_in(r: &Response) -> Option<&Refused> {
     }
 }
 
+/// A member as [`MetaNode::member_status`] sees it.
+#[derive(Clone, Debug)]
+pub struct MemberStatus {
+    /// The member.
+    pub member: Member,
+    /// Whether it votes.
+    pub voter: bool,
+    /// Whether it answered.
+    pub running: bool,
+}
+
 /// A running member of the metadata group.
 pub struct MetaNode {
     id: NodeId,
+    name: String,
     addr: String,
     raft: MetaRaft,
     state: SharedState,
@@ -178,6 +193,15 @@ pub struct MetaNode {
     write_timeout: Duration,
     stop: watch::Sender<bool>,
     server: Mutex<Option<JoinHandle<()>>>,
+}
+
+impl std::fmt::Debug for MetaNode {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("MetaNode")
+            .field("name", &self.name)
+            .field("addr", &self.addr)
+            .finish_non_exhaustive()
+    }
 }
 
 impl MetaNode {
@@ -215,14 +239,15 @@ impl MetaNode {
         }
         .validate()
         .map_err(|e| ClusterError::Start(e.to_string()))?;
+        let id = node_id(&config.name);
         let secret: Arc<[u8]> = config.secret.clone().into();
-        let peers = Arc::new(Peers::new(secret.clone(), config.id));
+        let peers = Arc::new(Peers::new(secret.clone(), id));
         let log = LogStore::new(store.clone(), METADATA_GROUP);
         let sm = StateMachine::open(store, METADATA_GROUP, observer)
             .map_err(|e| ClusterError::Start(e.to_string()))?;
         let state = sm.state();
         let raft = MetaRaft::new(
-            config.id,
+            id,
             Arc::new(raft_config),
             NetworkFactory(peers.clone()),
             log,
@@ -230,11 +255,15 @@ impl MetaNode {
         )
         .await
         .map_err(|e| ClusterError::Start(e.to_string()))?;
-        let serving = Arc::new(Serving { raft: raft.clone() });
+        let serving = Arc::new(Serving {
+            raft: raft.clone(),
+            name: config.name.clone(),
+        });
         let (stop, stopped) = watch::channel(false);
         let server = tokio::spawn(transport::serve(listener, secret, serving.clone(), stopped));
         Ok(MetaNode {
-            id: config.id,
+            id,
+            name: config.name,
             addr,
             raft,
             state,
@@ -249,6 +278,11 @@ impl MetaNode {
     /// This node's id.
     pub fn id(&self) -> NodeId {
         self.id
+    }
+
+    /// This node's name.
+    pub fn name(&self) -> &str {
+        &self.name
     }
 
     /// The address peers reach this node at.
@@ -266,16 +300,64 @@ impl MetaNode {
         self.raft.metrics().borrow().state == ServerState::Leader
     }
 
-    /// The members (id, address, voter) as this node last applied them.
-    pub fn members(&self) -> Vec<(NodeId, String, bool)> {
+    /// This node as the membership records it.
+    pub fn member(&self) -> Member {
+        Member {
+            name: self.name.clone(),
+            addr: self.addr.clone(),
+        }
+    }
+
+    /// The members and whether each votes, as this node last applied them, by name.
+    pub fn members(&self) -> Vec<(Member, bool)> {
         let metrics = self.raft.metrics();
         let m = metrics.borrow();
         let membership = m.membership_config.membership();
         let voters: BTreeSet<NodeId> = membership.voter_ids().collect();
-        membership
+        let mut out: Vec<(Member, bool)> = membership
             .nodes()
-            .map(|(id, n)| (*id, n.addr.clone(), voters.contains(id)))
+            .map(|(id, n)| (n.clone(), voters.contains(id)))
+            .collect();
+        out.sort_by(|a, b| a.0.name.cmp(&b.0.name));
+        out
+    }
+
+    /// Every member, whether it votes and whether it answers a ping within `timeout` (all
+    /// pinged at once), by name.
+    pub async fn member_status(self: &Arc<Self>, timeout: Duration) -> Vec<MemberStatus> {
+        let members = self.members();
+        let mut pings = tokio::task::JoinSet::new();
+        for (i, (member, _)) in members.iter().enumerate() {
+            let (node, member) = (self.clone(), member.clone());
+            pings.spawn(async move { (i, node.ping(&member, timeout).await) });
+        }
+        let mut running = vec![false; members.len()];
+        while let Some(Ok((i, up))) = pings.join_next().await {
+            if let Some(r) = running.get_mut(i) {
+                *r = up;
+            }
+        }
+        members
+            .into_iter()
+            .zip(running)
+            .map(|((member, voter), running)| MemberStatus {
+                member,
+                voter,
+                running,
+            })
             .collect()
+    }
+
+    /// Whether `member` answers a ping within `timeout` (this node always does).
+    pub async fn ping(&self, member: &Member, timeout: Duration) -> bool {
+        if member.name == self.name {
+            return true;
+        }
+        let peer = self.peers.get(node_id(&member.name), &member.addr);
+        matches!(
+            peer.call(&Request::Ping, timeout).await,
+            Ok(Response::Pong(name)) if name == member.name
+        )
     }
 
     /// The last log index removed from this node's log (a snapshot covers it).
@@ -283,18 +365,14 @@ impl MetaNode {
         self.raft.metrics().borrow().purged.map(|id| id.index)
     }
 
-    /// The last log index applied on this node.
-    pub fn applied_index(&self) -> Option<u64> {
-        self.raft.metrics().borrow().last_applied.map(|id| id.index)
-    }
-
-    /// Makes this node, with `others` (id, address), a new cluster. Nothing happens when the
-    /// group already has members (a restarted node, or a seed list read again).
-    pub async fn initialize(&self, others: &[(NodeId, String)]) -> Result<(), ClusterError> {
+    /// Makes this node, with `others`, a new cluster. Nothing happens when the group already
+    /// has members (a restarted node, or a seed list read again); every node of a seed list
+    /// may call it with the same members (openraft allows that).
+    pub async fn initialize(&self, others: &[Member]) -> Result<(), ClusterError> {
         let mut members = BTreeMap::new();
-        members.insert(self.id, BasicNode::new(self.addr.clone()));
-        for (id, addr) in others {
-            members.insert(*id, BasicNode::new(addr.clone()));
+        members.insert(self.id, self.member());
+        for m in others {
+            members.insert(node_id(&m.name), m.clone());
         }
         match self.raft.initialize(members).await {
             Ok(()) => Ok(()),
@@ -306,10 +384,7 @@ impl MetaNode {
     /// Asks the cluster that the node at `seed` belongs to to take this node in as a voter,
     /// and waits until it has (this node has then caught up with the group's log).
     pub async fn join(&self, seed: &str) -> Result<(), ClusterError> {
-        let req = Request::Join {
-            id: self.id,
-            addr: self.addr.clone(),
-        };
+        let req = Request::Join(self.member());
         let deadline = Instant::now() + self.write_timeout;
         let mut target = seed.to_string();
         loop {
@@ -317,7 +392,7 @@ impl MetaNode {
             if remaining.is_zero() {
                 return Err(ClusterError::Timeout(self.write_timeout));
             }
-            let peer = Peer::new(target.clone(), self.peers_secret(), self.id);
+            let peer = Peer::new(target.clone(), self.peers.secret(), self.id);
             match peer.call(&req, remaining).await {
                 Ok(Response::Membership(Ok(()))) => {
                     // The leader saw our log catch up; apply what it committed before we
@@ -338,13 +413,9 @@ impl MetaNode {
         }
     }
 
-    fn peers_secret(&self) -> Arc<[u8]> {
-        self.peers.secret()
-    }
-
-    /// Removes node `id` from the members (RabbitMQ's forget_cluster_node).
-    pub async fn forget(&self, id: NodeId) -> Result<(), ClusterError> {
-        match self.on_leader(Request::Forget(id)).await? {
+    /// Removes the node named `name` from the members (RabbitMQ's forget_cluster_node).
+    pub async fn forget(&self, name: &str) -> Result<(), ClusterError> {
+        match self.on_leader(Request::Forget(node_id(name))).await? {
             (Response::Membership(Ok(())), _) => Ok(()),
             _ => Err(ClusterError::Refused("unexpected answer".into())),
         }
@@ -368,18 +439,15 @@ impl MetaNode {
                 Some((id, addr)) => self.peers.get(id, &addr).call(&req, remaining).await.ok(),
                 None => None,
             };
-            match answer.as_ref().and_then(refused_in) {
-                None if answer.is_some() => {
-                    return answer
-                        .map(|a| (a, deadline))
-                        .ok_or(ClusterError::Timeout(self.write_timeout))
-                }
-                Some(Refused::Failed(e)) => return Err(ClusterError::Refused(e.clone())),
-                _ => {
-                    let pause = remaining.min(Duration::from_millis(50));
-                    tokio::time::sleep(pause).await;
+            if let Some(a) = answer {
+                match refused_in(&a).cloned() {
+                    None => return Ok((a, deadline)),
+                    Some(Refused::Failed(e)) => return Err(ClusterError::Refused(e)),
+                    // The leader moved on: ask again once the election has settled.
+                    Some(Refused::NotLeader(_)) => {}
                 }
             }
+            tokio::time::sleep(remaining.min(Duration::from_millis(50))).await;
         }
     }
 

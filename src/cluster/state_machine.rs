@@ -8,12 +8,10 @@
 
 use super::codec;
 use super::tree::Tree;
-use super::types::{MetaConfig, NodeId, Path, Reply};
+use super::types::{Member, MetaConfig, NodeId, Path, Reply};
 use crate::store::{RaftState, Store, TreeChange};
 use openraft::storage::{RaftSnapshotBuilder, RaftStateMachine, Snapshot, SnapshotMeta};
-use openraft::{
-    BasicNode, Entry, EntryPayload, LogId, StorageError, StorageIOError, StoredMembership,
-};
+use openraft::{Entry, EntryPayload, LogId, StorageError, StorageIOError, StoredMembership};
 use std::io::Cursor;
 use std::sync::{Arc, Mutex, RwLock};
 
@@ -25,7 +23,7 @@ pub struct MetaState {
     /// The last applied log id.
     pub applied: Option<LogId<NodeId>>,
     /// The last applied membership.
-    pub membership: StoredMembership<NodeId, BasicNode>,
+    pub membership: StoredMembership<NodeId, Member>,
 }
 
 /// The applied state, shared with the node's readers.
@@ -41,7 +39,7 @@ pub trait Observer: Send + Sync {
 
 #[derive(Clone)]
 struct StoredSnapshot {
-    meta: SnapshotMeta<NodeId, BasicNode>,
+    meta: SnapshotMeta<NodeId, Member>,
     data: Vec<u8>,
 }
 
@@ -105,7 +103,7 @@ impl StateMachine {
 
     fn state_values(
         applied: &Option<LogId<NodeId>>,
-        membership: &StoredMembership<NodeId, BasicNode>,
+        membership: &StoredMembership<NodeId, Member>,
     ) -> Result<Vec<(RaftState, Vec<u8>)>, StorageError<NodeId>> {
         let write_err = |e: postcard::Error| StorageIOError::write_state_machine(&e);
         Ok(vec![
@@ -164,7 +162,7 @@ impl RaftStateMachine<MetaConfig> for StateMachine {
 
     async fn applied_state(
         &mut self,
-    ) -> Result<(Option<LogId<NodeId>>, StoredMembership<NodeId, BasicNode>), StorageError<NodeId>>
+    ) -> Result<(Option<LogId<NodeId>>, StoredMembership<NodeId, Member>), StorageError<NodeId>>
     {
         let state = self.state.read().map_err(|_| lock_err())?;
         Ok((state.applied, state.membership.clone()))
@@ -217,7 +215,7 @@ impl RaftStateMachine<MetaConfig> for StateMachine {
 
     async fn install_snapshot(
         &mut self,
-        meta: &SnapshotMeta<NodeId, BasicNode>,
+        meta: &SnapshotMeta<NodeId, Member>,
         snapshot: Box<Cursor<Vec<u8>>>,
     ) -> Result<(), StorageError<NodeId>> {
         let data = snapshot.into_inner();

@@ -93,6 +93,17 @@ impl Tree {
                     self.apply(c, changes, reply);
                 }
             }
+            Command::IfAbsent { path, value, then } => match self.entries.get(path) {
+                Some(existing) => reply.before.push(Some(existing.clone())),
+                None => {
+                    self.entries.insert(path.clone(), value.clone());
+                    changes.push(TreeChange::Put(path.clone(), value.clone()));
+                    reply.before.push(None);
+                    for c in then {
+                        self.apply(c, changes, reply);
+                    }
+                }
+            },
         }
     }
 }
@@ -128,6 +139,23 @@ mod tests {
         assert_eq!(run(&mut t, create("a")).before, vec![None]);
         assert_eq!(run(&mut t, create("b")).before, vec![Some(b"a".to_vec())]);
         assert_eq!(t.get(&p(&["q"])), Some(&b"a".to_vec()));
+    }
+
+    #[test]
+    fn if_absent_applies_its_commands_only_the_first_time() {
+        let mut t = Tree::default();
+        let seed = |user: &str| Command::IfAbsent {
+            path: p(&["seeded"]),
+            value: "node-a".into(),
+            then: vec![put(&["users", user], "hash")],
+        };
+        assert_eq!(run(&mut t, seed("guest")).before, vec![None, None]);
+        assert_eq!(
+            run(&mut t, seed("other")).before,
+            vec![Some(b"node-a".to_vec())]
+        );
+        assert_eq!(t.children(&p(&["users"])).count(), 1);
+        assert!(t.get(&p(&["users", "other"])).is_none());
     }
 
     #[test]

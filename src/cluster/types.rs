@@ -16,11 +16,37 @@ openraft::declare_raft_types!(
         D = Command,
         R = Reply,
         NodeId = NodeId,
-        Node = openraft::BasicNode,
+        Node = Member,
         Entry = openraft::Entry<MetaConfig>,
         SnapshotData = Cursor<Vec<u8>>,
         AsyncRuntime = openraft::TokioRuntime,
 );
+
+/// A member of the cluster as its membership records it: the node's name (RabbitMQ's
+/// `rabbit@host` form) and the address its inter-node listener is reached at.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Member {
+    /// The node's name (`node_name`).
+    pub name: String,
+    /// Where peers reach it (`host:port`).
+    pub addr: String,
+}
+
+impl std::fmt::Display for Member {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{} at {}", self.name, self.addr)
+    }
+}
+
+/// The id a node name has in the group: the first 8 bytes of its SHA-256, so every node
+/// derives the same ids from the same names (a seed list) without coordinating.
+pub fn node_id(name: &str) -> NodeId {
+    use sha2::{Digest, Sha256};
+    let digest = Sha256::digest(name.as_bytes());
+    let mut id = [0u8; 8];
+    id.copy_from_slice(&digest[..8]);
+    NodeId::from_be_bytes(id)
+}
 
 /// The metadata group's Raft handle.
 pub type MetaRaft = openraft::Raft<MetaConfig>;
@@ -58,6 +84,16 @@ pub enum Command {
     },
     /// Several commands applied as one entry, in order (a queue and its bindings).
     Batch(Vec<Command>),
+    /// When nothing is at `path`: puts `value` there, then applies `then`; otherwise does
+    /// nothing (seeding the tree once, whichever node gets there first).
+    IfAbsent {
+        /// The marker's path.
+        path: Path,
+        /// The marker's value.
+        value: Vec<u8>,
+        /// What else to apply with it.
+        then: Vec<Command>,
+    },
 }
 
 /// What applying a command found: per leaf command, in order, the value at its path before it

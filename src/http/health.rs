@@ -172,7 +172,7 @@ pub(crate) async fn nodes(State(b): State<AppState>, _: Authenticated) -> Json<V
         std::fs::read_dir("/proc/self/fd").map_or(0, |d| d.count()),
         rlimit::getrlimit(rlimit::Resource::NOFILE).map_or(0, |(soft, _)| soft),
     );
-    Json(json!([{
+    let mut nodes = vec![json!({
         "name": super::node_name(&b),
         "type": "disc",
         "running": true,
@@ -189,7 +189,23 @@ pub(crate) async fn nodes(State(b): State<AppState>, _: Authenticated) -> Json<V
         "listeners": b.listeners().iter().map(|(p, a)| json!({
             "protocol": p, "ip_address": a.ip().to_string(), "port": a.port()
         })).collect::<Vec<_>>(),
-    }]))
+    })];
+    if let Some(node) = b.cluster.get() {
+        nodes.extend(other_members(node).await);
+    }
+    nodes.sort_by(|x, y| x["name"].as_str().cmp(&y["name"].as_str()));
+    Json(Value::Array(nodes))
+}
+
+/// The cluster's other members, `running` when they answer a ping through the inter-node
+/// handshake within half a second (stats are only known for this node so far).
+async fn other_members(node: &Arc<crate::cluster::MetaNode>) -> Vec<Value> {
+    node.member_status(std::time::Duration::from_millis(500))
+        .await
+        .into_iter()
+        .filter(|s| s.member.name != node.name())
+        .map(|s| json!({"name": s.member.name, "type": "disc", "running": s.running}))
+        .collect()
 }
 
 /// `node-is-quorum-critical`: failed when stopping this node would leave a quorum queue

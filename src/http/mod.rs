@@ -50,12 +50,16 @@ pub(crate) struct ApiError {
     reason: serde_json::Value,
 }
 
-/// A core error as RabbitMQ's API reports it: a missing entity is 404 Object Not Found,
-/// anything else 400 with the error's text as the reason.
+/// A core error as RabbitMQ's API reports it: a missing entity is 404 Object Not Found, a
+/// metadata change the cluster could not commit in time 503, anything else 400 with the
+/// error's text as the reason.
 impl From<crate::error::CoreError> for ApiError {
     fn from(e: crate::error::CoreError) -> Self {
         match e {
             crate::error::CoreError::NotFound { .. } => ApiError::not_found(),
+            crate::error::CoreError::Unavailable(reason) => {
+                ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "timeout", reason)
+            }
             other => ApiError::new(StatusCode::BAD_REQUEST, "bad_request", other.to_string()),
         }
     }

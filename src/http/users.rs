@@ -108,7 +108,7 @@ pub(crate) async fn put(
         },
     }
     .ok_or_else(|| bad_request("invalid password_hash"))?;
-    let created = super::durably(&b.store, async { b.put_user(user) }).await;
+    let created = super::durably(&b.store, b.save_user(user)).await?;
     Ok(super::created_status(created))
 }
 
@@ -117,7 +117,7 @@ pub(crate) async fn delete(
     _: Administrator,
     Path(name): Path<String>,
 ) -> Result<StatusCode, ApiError> {
-    if !super::durably(&b.store, async { b.delete_user(&name) }).await {
+    if !super::durably(&b.store, b.remove_user(&name)).await? {
         return Err(ApiError::not_found());
     }
     Ok(StatusCode::NO_CONTENT)

@@ -1,0 +1,245 @@
+//! Three real `warren` processes formed into a cluster by their seed lists (`cluster_nodes`,
+//! `cluster_secret`), each on its own loopback ports and data dir: every node's
+//! `/api/nodes` lists all three running; a node killed with SIGKILL shows as not running on
+//! the others and running again after its restart; a node with another secret that tries to
+//! join through the seeds is never taken in. Users are replicated: one created over HTTP on
+//! one node logs in on the others, and its deletion reaches a node that was down meanwhile.
+
+mod common;
+
+use common::http::request;
+use serde_json::Value;
+use std::net::SocketAddr;
+use std::time::{Duration, Instant};
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("free port")
+        .port()
+}
+
+struct Spec {
+    name: String,
+    dir: tempfile::TempDir,
+    http: SocketAddr,
+    config: std::path::PathBuf,
+}
+
+fn spec(name: &str, cluster_port: u16, secret: &str, seeds: &[String]) -> Spec {
+    let dir = tempfile::tempdir().expect("dir");
+    let http = SocketAddr::from(([127, 0, 0, 1], free_port()));
+    let amqp = free_port();
+    let seeds: Vec<String> = seeds.iter().map(|s| format!("{s:?}")).collect();
+    let toml = format!(
+        "amqp_listen = \"127.0.0.1:{amqp}\"\n\
+         http_listen = \"{http}\"\n\
+         metrics_listen = \"127.0.0.1:0\"\n\
+         data_dir = {data:?}\n\
+         node_name = \"{name}\"\n\
+         cluster_listen = \"127.0.0.1:{cluster_port}\"\n\
+         cluster_secret = \"{secret}\"\n\
+         cluster_nodes = [{seeds}]\n",
+        data = dir.path().join("data"),
+        seeds = seeds.join(", "),
+    );
+    let config = dir.path().join("warren.toml");
+    std::fs::write(&config, toml).expect("config");
+    Spec {
+        name: name.to_string(),
+        dir,
+        http,
+        config,
+    }
+}
+
+fn spawn(s: &Spec) -> tokio::process::Child {
+    tokio::process::Command::new(env!("CARGO_BIN_EXE_warren"))
+        .arg("--config")
+        .arg(&s.config)
+        .env("RUST_LOG", "warn")
+        .kill_on_drop(true)
+        .spawn()
+        .expect("spawn warren")
+}
+
+/// `name` -> `running` as node `at` lists them, once it answers.
+async fn nodes(at: SocketAddr) -> Option<Vec<(String, bool)>> {
+    tokio::net::TcpStream::connect(at).await.ok()?;
+    let r = request(at, "GET", "/api/nodes", Some(("guest", "guest")), None).await;
+    if r.status != 200 {
+        return None;
+    }
+    let list = r.json();
+    let list = list.as_array()?;
+    Some(
+        list.iter()
+            .map(|n| {
+                (
+                    n["name"].as_str().unwrap_or_default().to_string(),
+                    n["running"] == Value::Bool(true),
+                )
+            })
+            .collect(),
+    )
+}
+
+async fn eventually_nodes(at: SocketAddr, want: &[(&str, bool)], what: &str) {
+    let want: Vec<(String, bool)> = want.iter().map(|(n, r)| (n.to_string(), *r)).collect();
+    let start = Instant::now();
+    let mut last = None;
+    while start.elapsed() < Duration::from_secs(30) {
+        last = nodes(at).await;
+        if last.as_deref() == Some(&want[..]) {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    panic!("{what}: /api/nodes at {at} never became {want:?}; last {last:?}");
+}
+
+const NAMES: [&str; 3] = [
+    "warren-a@127.0.0.1",
+    "warren-b@127.0.0.1",
+    "warren-c@127.0.0.1",
+];
+
+/// Three processes formed by one seed list, each seeing all three running.
+async fn three() -> (Vec<Spec>, Vec<tokio::process::Child>, Vec<String>) {
+    let ports = [free_port(), free_port(), free_port()];
+    let seeds: Vec<String> = NAMES
+        .iter()
+        .zip(ports)
+        .map(|(n, p)| format!("{n}:{p}"))
+        .collect();
+    let specs: Vec<Spec> = NAMES
+        .iter()
+        .zip(ports)
+        .map(|(n, p)| spec(n, p, "cookie", &seeds))
+        .collect();
+    let children: Vec<_> = specs.iter().map(spawn).collect();
+    let all_up: Vec<(&str, bool)> = NAMES.iter().map(|n| (*n, true)).collect();
+    for s in &specs {
+        eventually_nodes(s.http, &all_up, &format!("{} sees the cluster", s.name)).await;
+    }
+    (specs, children, seeds)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_seed_list_forms_a_cluster_that_sees_a_killed_node_go_and_come_back() {
+    let names = NAMES;
+    let (specs, mut children, seeds) = three().await;
+    let all_up: Vec<(&str, bool)> = names.iter().map(|n| (*n, true)).collect();
+
+    // kill -9 of c: a and b see it down.
+    children[2].kill().await.expect("kill");
+    let c_down = [(names[0], true), (names[1], true), (names[2], false)];
+    for s in &specs[..2] {
+        eventually_nodes(s.http, &c_down, "c killed").await;
+    }
+    // c restarts on its data dir and ports, and is seen again.
+    children[2] = spawn(&specs[2]);
+    for s in &specs {
+        eventually_nodes(s.http, &all_up, "c restarted").await;
+    }
+
+    // A node with another secret, not in the seed list, tries to join through the seeds.
+    let stranger = spec("warren-x@127.0.0.1", free_port(), "not-the-cookie", &seeds);
+    let _x = spawn(&stranger);
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    eventually_nodes(specs[0].http, &all_up, "the stranger stays out").await;
+    let seen_by_stranger = nodes(stranger.http).await.expect("stranger answers");
+    assert_eq!(
+        seen_by_stranger,
+        vec![("warren-x@127.0.0.1".to_string(), true)],
+        "the stranger was never taken in"
+    );
+    drop(stranger.dir);
+    drop(specs);
+}
+
+async fn status_as(at: SocketAddr, user: &str, pass: &str) -> u16 {
+    request(at, "GET", "/api/overview", Some((user, pass)), None)
+        .await
+        .status
+}
+
+async fn eventually_status(at: SocketAddr, user: &str, pass: &str, want: u16, what: &str) {
+    let start = Instant::now();
+    loop {
+        let got = status_as(at, user, pass).await;
+        if got == want {
+            return;
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(30),
+            "{what}: {user} at {at} got {got}, want {want}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+async fn user_names(at: SocketAddr) -> Vec<String> {
+    let r = request(at, "GET", "/api/users", Some(("guest", "guest")), None).await;
+    let mut names: Vec<String> = r
+        .json()
+        .as_array()
+        .map(|a| {
+            a.iter()
+                .filter_map(|u| u["name"].as_str().map(String::from))
+                .collect()
+        })
+        .unwrap_or_default();
+    names.sort();
+    names
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn users_made_on_one_node_log_in_on_every_node_and_their_deletion_reaches_a_node_that_was_down(
+) {
+    let (specs, mut children, _) = three().await;
+    let [a, b, c] = [specs[0].http, specs[1].http, specs[2].http];
+    let body = r#"{"password": "pw", "tags": "administrator"}"#;
+    let made = request(
+        a,
+        "PUT",
+        "/api/users/alice",
+        Some(("guest", "guest")),
+        Some(body),
+    )
+    .await;
+    assert_eq!(made.status, 201, "{}", made.body);
+    // Answered on a means applied on a.
+    assert_eq!(status_as(a, "alice", "pw").await, 200);
+    for at in [b, c] {
+        eventually_status(at, "alice", "pw", 200, "alice replicated").await;
+    }
+    for at in [a, b, c] {
+        assert_eq!(
+            user_names(at).await,
+            vec!["alice", "guest"],
+            "users at {at}"
+        );
+    }
+    // c goes down; alice is deleted through b meanwhile.
+    children[2].kill().await.expect("kill");
+    let gone = request(
+        b,
+        "DELETE",
+        "/api/users/alice",
+        Some(("guest", "guest")),
+        None,
+    )
+    .await;
+    assert_eq!(gone.status, 204, "{}", gone.body);
+    assert_eq!(status_as(b, "alice", "pw").await, 401);
+    eventually_status(a, "alice", "pw", 401, "deletion replicated").await;
+    // c restarts with alice in its own tables, and catches up from the group's log.
+    children[2] = spawn(&specs[2]);
+    let all_up: Vec<(&str, bool)> = NAMES.iter().map(|n| (*n, true)).collect();
+    eventually_nodes(c, &all_up, "c restarted").await;
+    eventually_status(c, "alice", "pw", 401, "c caught up").await;
+    assert_eq!(status_as(c, "guest", "guest").await, 200);
+    assert_eq!(user_names(c).await, vec!["guest"]);
+    drop(specs);
+}
