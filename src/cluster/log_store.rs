@@ -29,16 +29,22 @@ impl LogStore {
     }
 
     fn purged(&self) -> Result<Option<LogId<NodeId>>, StorageError<NodeId>> {
-        match self
-            .store
-            .raft_state(self.group, RaftState::Purged)
-            .map_err(|e| StorageIOError::read_logs(&e))?
-        {
-            Some(bytes) => Ok(Some(
-                codec::decode(&bytes).map_err(|e| StorageIOError::read_logs(&e))?,
-            )),
-            None => Ok(None),
-        }
+        read_state(&self.store, self.group, RaftState::Purged)
+    }
+}
+
+/// One of `group`'s state values, decoded (the log's and the state machine's alike).
+pub(super) fn read_state<T: serde::de::DeserializeOwned>(
+    store: &Store,
+    group: u64,
+    key: RaftState,
+) -> Result<Option<T>, StorageError<NodeId>> {
+    let failed = |e: &dyn std::fmt::Display| -> StorageError<NodeId> {
+        StorageIOError::read(&std::io::Error::other(format!("raft state {key:?}: {e}"))).into()
+    };
+    match store.raft_state(group, key).map_err(|e| failed(&e))? {
+        Some(bytes) => Ok(Some(codec::decode(&bytes).map_err(|e| failed(&e))?)),
+        None => Ok(None),
     }
 }
 
@@ -118,16 +124,7 @@ impl RaftLogStorage<MetaConfig> for LogStore {
     }
 
     async fn read_vote(&mut self) -> Result<Option<Vote<NodeId>>, StorageError<NodeId>> {
-        match self
-            .store
-            .raft_state(self.group, RaftState::Vote)
-            .map_err(|e| StorageIOError::read_vote(&e))?
-        {
-            Some(bytes) => Ok(Some(
-                codec::decode(&bytes).map_err(|e| StorageIOError::read_vote(&e))?,
-            )),
-            None => Ok(None),
-        }
+        read_state(&self.store, self.group, RaftState::Vote)
     }
 
     async fn append<I>(

@@ -7,6 +7,7 @@
 //! it keeps its registries in step) hears of each applied batch and of each replacement.
 
 use super::codec;
+use super::log_store::read_state;
 use super::tree::Tree;
 use super::types::{Member, MetaConfig, NodeId, Path, Reply};
 use crate::store::{RaftState, Store, TreeChange};
@@ -62,17 +63,6 @@ fn lock_err() -> StorageError<NodeId> {
     StorageIOError::read_state_machine(&std::io::Error::other("state lock poisoned")).into()
 }
 
-fn decode_state<T: serde::de::DeserializeOwned>(
-    store: &Store,
-    group: u64,
-    key: RaftState,
-) -> Result<Option<T>, StorageError<NodeId>> {
-    match store.raft_state(group, key).map_err(|e| read_err(&e))? {
-        Some(bytes) => Ok(Some(codec::decode(&bytes).map_err(|e| read_err(&e))?)),
-        None => Ok(None),
-    }
-}
-
 impl StateMachine {
     /// The state machine of `group`, as the store last committed it.
     pub fn open(
@@ -81,8 +71,8 @@ impl StateMachine {
         observer: Option<Arc<dyn Observer>>,
     ) -> Result<StateMachine, StorageError<NodeId>> {
         let tree = Tree::from_entries(store.meta_tree().map_err(|e| read_err(&e))?);
-        let applied = decode_state(&store, group, RaftState::Applied)?.flatten();
-        let membership = decode_state(&store, group, RaftState::Membership)?.unwrap_or_default();
+        let applied = read_state(&store, group, RaftState::Applied)?.flatten();
+        let membership = read_state(&store, group, RaftState::Membership)?.unwrap_or_default();
         Ok(StateMachine {
             store,
             group,
