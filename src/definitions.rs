@@ -220,7 +220,9 @@ pub async fn import(b: &Broker, doc: &Value, vhost: Option<&str>) -> Result<Vec<
         for p in list(doc, "permissions") {
             let (v, u) = (text(p, "vhost")?, text(p, "user")?);
             let perm = Permission::new(text(p, "configure")?, text(p, "write")?, text(p, "read")?)?;
-            b.set_permission(v, u, perm);
+            b.save_permission(v, u, perm)
+                .await
+                .map_err(|e| e.to_string())?;
         }
         for p in list(doc, "topic_permissions") {
             let (v, u) = (text(p, "vhost")?, text(p, "user")?);
@@ -231,7 +233,9 @@ pub async fn import(b: &Broker, doc: &Value, vhost: Option<&str>) -> Result<Vec<
                 u,
                 v,
             )?;
-            b.set_topic_permission(v, u, t);
+            b.save_topic_permission(v, u, t)
+                .await
+                .map_err(|e| e.to_string())?;
         }
         for g in list(doc, "global_parameters") {
             let name = text(g, "name")?;

@@ -3,11 +3,13 @@
 //! applies. `cluster/` replicates paths and bytes; this file is where they mean users.
 //!
 //! Replicated so far: users (`["users", name]` -> their hash, hashing and tags, as RabbitMQ's
-//! definitions spell them). A change is proposed through the group and applied on every node by
+//! definitions spell them), permissions (`["permissions", user, vhost]`) and topic permissions
+//! (`["topic-permissions", user, vhost, exchange]`), keyed by user first so that deleting a
+//! user removes its permissions in the same entry. A change is proposed through the group and applied on every node by
 //! [`Replica`], which updates the registry and the node's own tables, so recovery after a
 //! restart starts from them and the group's log replays what the node missed. The tree is
-//! seeded once, by the first node to reach a majority, with that node's users; every other node
-//! then adopts the tree's users and drops its own (joining a cluster wipes the joining node's
+//! seeded once, by the first node to reach a majority, with that node's users and permissions;
+//! every other node then adopts the tree's and drops its own (joining a cluster wipes the joining node's
 //! definitions, as RabbitMQ's reset does).
 
 use crate::auth::{Hashing, User};
@@ -17,13 +19,19 @@ use crate::cluster::tree::Tree;
 use crate::cluster::types::{Command, Path};
 use crate::cluster::MetaNode;
 use crate::error::{CoreError, CoreResult};
+use crate::permissions::{Access, Permission, TopicPermission};
 use crate::store::TreeChange;
 use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
 use std::sync::{Arc, Weak};
 use std::time::Duration;
 
 /// The subtree of users.
 const USERS: &str = "users";
+/// The subtree of permissions, by user then vhost.
+const PERMISSIONS: &str = "permissions";
+/// The subtree of topic permissions, by user, vhost, then exchange.
+const TOPIC_PERMISSIONS: &str = "topic-permissions";
 /// Set once, with the seeding node's name, when the tree got its first definitions.
 const SEEDED: &str = "seeded";
 
@@ -54,6 +62,84 @@ fn decode_user(name: &str, bytes: &[u8]) -> Option<User> {
     User::with_hashing(name, &v.password_hash, hashing, &tags)
 }
 
+fn permission_path(user: &str, vhost: &str) -> Path {
+    vec![PERMISSIONS.into(), user.into(), vhost.into()]
+}
+
+fn topic_path(user: &str, vhost: &str, exchange: &str) -> Path {
+    vec![
+        TOPIC_PERMISSIONS.into(),
+        user.into(),
+        vhost.into(),
+        exchange.into(),
+    ]
+}
+
+#[derive(Serialize, Deserialize)]
+struct PermissionValue {
+    configure: String,
+    write: String,
+    read: String,
+}
+
+fn encode_permission(p: &Permission) -> Vec<u8> {
+    let v = PermissionValue {
+        configure: p.pattern(Access::Configure).into(),
+        write: p.pattern(Access::Write).into(),
+        read: p.pattern(Access::Read).into(),
+    };
+    serde_json::to_vec(&v).unwrap_or_default()
+}
+
+fn decode_permission(bytes: &[u8]) -> Option<Permission> {
+    let v: PermissionValue = serde_json::from_slice(bytes).ok()?;
+    Permission::new(&v.configure, &v.write, &v.read).ok()
+}
+
+#[derive(Serialize, Deserialize)]
+struct TopicValue {
+    write: String,
+    read: String,
+}
+
+fn encode_topic(t: &TopicPermission) -> Vec<u8> {
+    let v = TopicValue {
+        write: t.write().into(),
+        read: t.read().into(),
+    };
+    serde_json::to_vec(&v).unwrap_or_default()
+}
+
+fn decode_topic(user: &str, vhost: &str, exchange: &str, bytes: &[u8]) -> Option<TopicPermission> {
+    let v: TopicValue = serde_json::from_slice(bytes).ok()?;
+    TopicPermission::new(exchange, &v.write, &v.read, user, vhost).ok()
+}
+
+/// Every replicated record this node holds, as the commands that would write it.
+fn local_records(b: &Broker) -> Vec<Command> {
+    let mut out: Vec<Command> = b
+        .users()
+        .iter()
+        .map(|u| Command::Put {
+            path: user_path(&u.name),
+            value: encode_user(u),
+        })
+        .collect();
+    for (vhost, user, p) in b.permissions.list() {
+        out.push(Command::Put {
+            path: permission_path(&user, &vhost),
+            value: encode_permission(&p),
+        });
+    }
+    for (vhost, user, t) in b.permissions.list_topics() {
+        out.push(Command::Put {
+            path: topic_path(&user, &vhost, &t.exchange),
+            value: encode_topic(&t),
+        });
+    }
+    out
+}
+
 fn unavailable(e: crate::cluster::ClusterError) -> CoreError {
     CoreError::Unavailable(e.to_string())
 }
@@ -79,25 +165,8 @@ impl Observer for Replica {
         };
         for change in changes {
             match change {
-                TreeChange::Put(path, value) => {
-                    if let [root, name] = path.as_slice() {
-                        if root == USERS {
-                            match decode_user(name, value) {
-                                Some(u) => {
-                                    b.put_user(u);
-                                }
-                                None => tracing::warn!(user = %name, "undecodable replicated user"),
-                            }
-                        }
-                    }
-                }
-                TreeChange::Delete(path) => {
-                    if let [root, name] = path.as_slice() {
-                        if root == USERS {
-                            b.delete_user(name);
-                        }
-                    }
-                }
+                TreeChange::Put(path, value) => apply_put(&b, path, value),
+                TreeChange::Delete(path) => apply_delete(&b, path),
                 TreeChange::DeleteTree(_) => {
                     if let Some(node) = b.cluster.get() {
                         node.read(|t| adopt(&b, t));
@@ -116,29 +185,69 @@ impl Observer for Replica {
     }
 }
 
-/// Makes this node's users those of the tree, once the tree has been seeded.
+fn apply_put(b: &Broker, path: &[String], value: &[u8]) {
+    let undecodable = || tracing::warn!(path = ?path, "undecodable replicated record");
+    match path {
+        [root, name] if root == USERS => match decode_user(name, value) {
+            Some(u) => {
+                b.put_user(u);
+            }
+            None => undecodable(),
+        },
+        [root, user, vhost] if root == PERMISSIONS => match decode_permission(value) {
+            Some(p) => b.set_permission(vhost, user, p),
+            None => undecodable(),
+        },
+        [root, user, vhost, exchange] if root == TOPIC_PERMISSIONS => {
+            match decode_topic(user, vhost, exchange, value) {
+                Some(t) => b.set_topic_permission(vhost, user, t),
+                None => undecodable(),
+            }
+        }
+        _ => {}
+    }
+}
+
+fn apply_delete(b: &Broker, path: &[String]) {
+    match path {
+        [root, name] if root == USERS => {
+            b.delete_user(name);
+        }
+        [root, user, vhost] if root == PERMISSIONS => {
+            b.clear_permission(vhost, user);
+        }
+        [root, user, vhost, exchange] if root == TOPIC_PERMISSIONS => {
+            b.clear_topic_permissions(vhost, user, Some(exchange));
+        }
+        _ => {}
+    }
+}
+
+/// Makes this node's replicated records those of the tree, once the tree has been seeded:
+/// what the tree holds is put where it differs, what it lacks is removed.
 fn adopt(b: &Broker, tree: &Tree) {
     if tree.get(&[SEEDED.to_string()]).is_none() {
         return;
     }
-    let root = vec![USERS.to_string()];
-    let mut keep = std::collections::HashSet::new();
-    for (path, value) in tree.children(&root) {
-        if let [_, name] = path.as_slice() {
-            if let Some(u) = decode_user(name, value) {
-                let same = b
-                    .user(name)
-                    .is_some_and(|old| encode_user(&old) == encode_user(&u));
-                if !same {
-                    b.put_user(u);
-                }
-                keep.insert(name.clone());
-            }
+    let wanted: BTreeMap<&Path, &Vec<u8>> = tree
+        .entries()
+        .filter(|(p, _)| p.first().is_some_and(|r| r != SEEDED))
+        .collect();
+    let held: BTreeMap<Path, Vec<u8>> = local_records(b)
+        .into_iter()
+        .filter_map(|c| match c {
+            Command::Put { path, value } => Some((path, value)),
+            _ => None,
+        })
+        .collect();
+    for path in held.keys() {
+        if !wanted.contains_key(path) {
+            apply_delete(b, path);
         }
     }
-    for u in b.users() {
-        if !keep.contains(&u.name) {
-            b.delete_user(&u.name);
+    for (path, value) in wanted {
+        if held.get(path) != Some(value) {
+            apply_put(b, path, value);
         }
     }
 }
@@ -151,14 +260,7 @@ pub async fn join_metadata(broker: Weak<Broker>, node: Arc<MetaNode>) {
         let Some(b) = broker.upgrade() else {
             return;
         };
-        let then = b
-            .users()
-            .iter()
-            .map(|u| Command::Put {
-                path: user_path(&u.name),
-                value: encode_user(u),
-            })
-            .collect();
+        let then = local_records(&b);
         let seed = Command::IfAbsent {
             path: vec![SEEDED.into()],
             value: node.name().as_bytes().to_vec(),
@@ -168,10 +270,10 @@ pub async fn join_metadata(broker: Weak<Broker>, node: Arc<MetaNode>) {
             Ok(reply) => {
                 node.read(|t| adopt(&b, t));
                 if reply.before.first().is_some_and(Option::is_none) {
-                    tracing::info!("this node seeded the cluster's metadata with its users");
+                    tracing::info!("this node seeded the cluster's metadata with its own");
                 } else {
                     tracing::info!(
-                        "this node adopted the cluster's users; its own were replaced, as a reset does"
+                        "this node adopted the cluster's metadata; its own was replaced, as a reset does"
                     );
                 }
                 return;
@@ -198,16 +300,87 @@ impl Broker {
         Ok(reply.before.first().is_some_and(Option::is_none))
     }
 
-    /// Deletes a user, through the cluster when the node is in one; false when there was none.
+    /// Deletes a user with its permissions, through the cluster when the node is in one;
+    /// false when there was none.
     pub async fn remove_user(&self, name: &str) -> CoreResult<bool> {
         let Some(node) = self.cluster.get() else {
             return Ok(self.delete_user(name));
         };
+        let cmd = Command::Batch(vec![
+            Command::Delete {
+                path: user_path(name),
+            },
+            Command::DeleteTree {
+                path: vec![PERMISSIONS.into(), name.into()],
+            },
+            Command::DeleteTree {
+                path: vec![TOPIC_PERMISSIONS.into(), name.into()],
+            },
+        ]);
+        let reply = node.write(cmd).await.map_err(unavailable)?;
+        Ok(reply.before.first().is_some_and(Option::is_some))
+    }
+
+    /// Sets a user's permissions in a vhost, through the cluster when the node is in one.
+    pub async fn save_permission(&self, vhost: &str, user: &str, p: Permission) -> CoreResult<()> {
+        let Some(node) = self.cluster.get() else {
+            self.set_permission(vhost, user, p);
+            return Ok(());
+        };
+        let cmd = Command::Put {
+            path: permission_path(user, vhost),
+            value: encode_permission(&p),
+        };
+        node.write(cmd).await.map_err(unavailable).map(|_| ())
+    }
+
+    /// Removes a user's permissions in a vhost, through the cluster when the node is in one;
+    /// false when there were none.
+    pub async fn remove_permission(&self, vhost: &str, user: &str) -> CoreResult<bool> {
+        let Some(node) = self.cluster.get() else {
+            return Ok(self.clear_permission(vhost, user));
+        };
         let cmd = Command::Delete {
-            path: user_path(name),
+            path: permission_path(user, vhost),
         };
         let reply = node.write(cmd).await.map_err(unavailable)?;
         Ok(reply.before.first().is_some_and(Option::is_some))
+    }
+
+    /// Sets a user's topic permission on an exchange, through the cluster when the node is in
+    /// one.
+    pub async fn save_topic_permission(
+        &self,
+        vhost: &str,
+        user: &str,
+        t: TopicPermission,
+    ) -> CoreResult<()> {
+        let Some(node) = self.cluster.get() else {
+            self.set_topic_permission(vhost, user, t);
+            return Ok(());
+        };
+        let cmd = Command::Put {
+            path: topic_path(user, vhost, &t.exchange),
+            value: encode_topic(&t),
+        };
+        node.write(cmd).await.map_err(unavailable).map(|_| ())
+    }
+
+    /// Removes a user's topic permissions in a vhost, through the cluster when the node is in
+    /// one; false when there were none (as this node saw them).
+    pub async fn remove_topic_permissions(&self, vhost: &str, user: &str) -> CoreResult<bool> {
+        let Some(node) = self.cluster.get() else {
+            return Ok(self.clear_topic_permissions(vhost, user, None));
+        };
+        let had = self
+            .permissions
+            .topics(vhost, user)
+            .is_some_and(|l| !l.is_empty());
+        let cmd = Command::DeleteTree {
+            path: vec![TOPIC_PERMISSIONS.into(), user.into(), vhost.into()],
+        };
+        node.write(cmd).await.map_err(unavailable)?;
+        Ok(had)
     }
 }
 
@@ -223,5 +396,13 @@ mod tests {
         assert_eq!(back.tags, u.tags);
         assert_eq!(encode_user(&back), encode_user(&u));
         assert!(decode_user("alice", b"not json").is_none());
+        let p = Permission::new("^amq", "", ".*").expect("valid");
+        let back = decode_permission(&encode_permission(&p)).expect("decodes");
+        assert_eq!(back.pattern(Access::Configure), "^amq");
+        assert_eq!(back.pattern(Access::Read), ".*");
+        let t = TopicPermission::new("amq.topic", "^{username}", ".*", "alice", "/").expect("ok");
+        let back = decode_topic("alice", "/", "amq.topic", &encode_topic(&t)).expect("decodes");
+        assert_eq!(back.write(), t.write());
+        assert_eq!(back.exchange, "amq.topic");
     }
 }

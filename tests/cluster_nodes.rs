@@ -3,7 +3,8 @@
 //! `/api/nodes` lists all three running; a node killed with SIGKILL shows as not running on
 //! the others and running again after its restart; a node with another secret that tries to
 //! join through the seeds is never taken in. Users are replicated: one created over HTTP on
-//! one node logs in on the others, and its deletion reaches a node that was down meanwhile.
+//! one node logs in on the others (with permissions granted on one node, over AMQP on
+//! another), and its deletion, permissions included, reaches a node that was down meanwhile.
 
 mod common;
 
@@ -23,6 +24,7 @@ struct Spec {
     name: String,
     dir: tempfile::TempDir,
     http: SocketAddr,
+    amqp: u16,
     config: std::path::PathBuf,
 }
 
@@ -49,6 +51,7 @@ fn spec(name: &str, cluster_port: u16, secret: &str, seeds: &[String]) -> Spec {
         name: name.to_string(),
         dir,
         http,
+        amqp,
         config,
     }
 }
@@ -221,6 +224,23 @@ async fn users_made_on_one_node_log_in_on_every_node_and_their_deletion_reaches_
             "users at {at}"
         );
     }
+    // Permissions too: granted on a, alice opens an AMQP connection to "/" on c.
+    let grant = r#"{"configure": ".*", "write": ".*", "read": ".*"}"#;
+    let path = "/api/permissions/%2F/alice";
+    let granted = request(a, "PUT", path, Some(("guest", "guest")), Some(grant)).await;
+    assert_eq!(granted.status, 201, "{}", granted.body);
+    let url = format!("amqp://alice:pw@127.0.0.1:{}/%2f", specs[2].amqp);
+    let start = Instant::now();
+    loop {
+        match lapin::Connection::connect(&url, lapin::ConnectionProperties::default()).await {
+            Ok(conn) => {
+                let _ = conn.close(200, "bye".into()).await;
+                break;
+            }
+            Err(e) => assert!(start.elapsed() < Duration::from_secs(30), "alice on c: {e}"),
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
     // c goes down; alice is deleted through b meanwhile.
     children[2].kill().await.expect("kill");
     let gone = request(
@@ -241,5 +261,26 @@ async fn users_made_on_one_node_log_in_on_every_node_and_their_deletion_reaches_
     eventually_status(c, "alice", "pw", 401, "c caught up").await;
     assert_eq!(status_as(c, "guest", "guest").await, 200);
     assert_eq!(user_names(c).await, vec!["guest"]);
+    // Her permissions went with her, everywhere.
+    for at in [a, b, c] {
+        let r = request(
+            at,
+            "GET",
+            "/api/permissions",
+            Some(("guest", "guest")),
+            None,
+        )
+        .await;
+        let users: Vec<String> = r
+            .json()
+            .as_array()
+            .map(|l| {
+                l.iter()
+                    .filter_map(|p| p["user"].as_str().map(String::from))
+                    .collect()
+            })
+            .unwrap_or_default();
+        assert_eq!(users, vec!["guest"], "permissions at {at}");
+    }
     drop(specs);
 }

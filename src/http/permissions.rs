@@ -102,7 +102,7 @@ pub(crate) async fn put(
     check_subjects(&b, &vhost, &user)?;
     let p = Permission::new(&body.configure, &body.write, &body.read).map_err(bad_request)?;
     let existed = b.permissions.get(&vhost, &user).is_some();
-    super::durably(&b.store, async { b.set_permission(&vhost, &user, p) }).await;
+    super::durably(&b.store, b.save_permission(&vhost, &user, p)).await?;
     Ok(super::created_status(!existed))
 }
 
@@ -111,7 +111,7 @@ pub(crate) async fn delete(
     _: Administrator,
     Path((vhost, user)): Path<(String, String)>,
 ) -> Result<StatusCode, ApiError> {
-    if !super::durably(&b.store, async { b.clear_permission(&vhost, &user) }).await {
+    if !super::durably(&b.store, b.remove_permission(&vhost, &user)).await? {
         return Err(ApiError::not_found());
     }
     Ok(StatusCode::NO_CONTENT)
@@ -163,7 +163,7 @@ pub(crate) async fn topic_put(
         .permissions
         .topics(&vhost, &user)
         .is_some_and(|l| l.iter().any(|x| x.exchange == body.exchange));
-    super::durably(&b.store, async { b.set_topic_permission(&vhost, &user, t) }).await;
+    super::durably(&b.store, b.save_topic_permission(&vhost, &user, t)).await?;
     Ok(super::created_status(!existed))
 }
 
@@ -172,11 +172,7 @@ pub(crate) async fn topic_delete(
     _: Administrator,
     Path((vhost, user)): Path<(String, String)>,
 ) -> Result<StatusCode, ApiError> {
-    if !super::durably(&b.store, async {
-        b.clear_topic_permissions(&vhost, &user, None)
-    })
-    .await
-    {
+    if !super::durably(&b.store, b.remove_topic_permissions(&vhost, &user)).await? {
         return Err(ApiError::not_found());
     }
     Ok(StatusCode::NO_CONTENT)
