@@ -1,6 +1,7 @@
 //! The core's metadata in the cluster's tree (#17): which records are replicated, under which
 //! paths and in which encoding, and how this node's registries follow what the metadata group
-//! applies. `cluster/` replicates paths and bytes; this file is where they mean users.
+//! applies. `cluster/` replicates paths and bytes; this file is where they mean users
+//! and permissions.
 //!
 //! Replicated so far: users (`["users", name]` -> their hash, hashing and tags, as RabbitMQ's
 //! definitions spell them), permissions (`["permissions", user, vhost]`) and topic permissions
@@ -252,8 +253,8 @@ fn adopt(b: &Broker, tree: &Tree) {
     }
 }
 
-/// Seeds the tree with this node's users unless another node did first, then adopts the
-/// tree's users. Runs in the background from the start, retrying each second until a majority
+/// Seeds the tree with this node's replicated records unless another node did first, then
+/// adopts the tree's. Runs in the background from the start, retrying each second until a majority
 /// answers (a node joining through seeds is not a member before that).
 pub async fn join_metadata(broker: Weak<Broker>, node: Arc<MetaNode>) {
     loop {
@@ -389,7 +390,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn users_round_trip_through_their_tree_value() {
+    fn records_round_trip_through_their_tree_values() {
         let u = User::new("alice", "s3cret", &["administrator", "monitoring"]);
         let back = decode_user("alice", &encode_user(&u)).expect("decodes");
         assert!(back.password_matches("s3cret"));
