@@ -149,15 +149,10 @@ async fn start_cluster(broker: &Arc<Broker>) -> std::io::Result<()> {
         .map(|s| cluster::seeds::parse(s))
         .collect::<Result<Vec<_>, _>>()
         .map_err(invalid)?;
-    let boot = cluster::boot::Boot {
-        name: cfg.node_name.clone(),
-        listen: cfg.cluster_listen,
-        advertise: cfg.cluster_advertise.clone(),
-        secret,
-        seeds,
-    };
+    let mut node_config = cluster::NodeConfig::new(&cfg.node_name, cfg.cluster_listen, secret);
+    node_config.advertise = cfg.cluster_advertise.clone();
     let observer = replication::Replica::new(broker);
-    let node = cluster::boot::start(broker.store.clone(), boot, Some(observer))
+    let node = cluster::boot::start(broker.store.clone(), node_config, seeds, Some(observer))
         .await
         .map_err(|e| std::io::Error::other(e.to_string()))?;
     tracing::info!(

@@ -7,46 +7,30 @@ use super::node::{ClusterError, MetaNode, NodeConfig};
 use super::state_machine::Observer;
 use super::types::Member;
 use crate::store::Store;
-use std::net::SocketAddr;
 use std::sync::{Arc, Weak};
 use std::time::Duration;
 
-/// What the node's settings say about the cluster.
-#[derive(Clone, Debug)]
-pub struct Boot {
-    /// `node_name`.
-    pub name: String,
-    /// `cluster_listen`.
-    pub listen: SocketAddr,
-    /// `cluster_advertise`.
-    pub advertise: Option<String>,
-    /// The cluster secret.
-    pub secret: Vec<u8>,
-    /// `cluster_nodes`, parsed.
-    pub seeds: Vec<Member>,
-}
-
-/// Starts the node (with `observer` told of what it applies) and its formation; joining
-/// through seeds goes on in the background until one of them takes the node in.
+/// Starts the node `config` describes (with `observer` told of what it applies) and its
+/// formation from `seeds` (`cluster_nodes`, parsed); joining through seeds goes on in the
+/// background until one of them takes the node in. A node without `advertise` set is reached
+/// at its own seed entry's address when it has one.
 pub async fn start(
     store: Store,
-    boot: Boot,
+    mut config: NodeConfig,
+    seeds: Vec<Member>,
     observer: Option<Arc<dyn Observer>>,
 ) -> Result<Arc<MetaNode>, ClusterError> {
-    let own = boot.seeds.iter().find(|m| m.name == boot.name).cloned();
-    let mut config = NodeConfig::new(&boot.name, boot.listen, boot.secret);
-    config.advertise = boot.advertise.or(own.as_ref().map(|m| m.addr.clone()));
+    let name = config.name.clone();
+    let own = seeds.iter().find(|m| m.name == name).cloned();
+    if config.advertise.is_none() {
+        config.advertise = own.as_ref().map(|m| m.addr.clone());
+    }
     let node = Arc::new(MetaNode::start(store, config, observer).await?);
-    if own.is_some() || boot.seeds.is_empty() {
-        let others: Vec<Member> = boot
-            .seeds
-            .iter()
-            .filter(|m| m.name != boot.name)
-            .cloned()
-            .collect();
+    if own.is_some() || seeds.is_empty() {
+        let others: Vec<Member> = seeds.iter().filter(|m| m.name != name).cloned().collect();
         node.initialize(&others).await?;
     } else {
-        tokio::spawn(join_seeds(Arc::downgrade(&node), boot.seeds));
+        tokio::spawn(join_seeds(Arc::downgrade(&node), seeds));
     }
     Ok(node)
 }

@@ -64,14 +64,9 @@ impl Tree {
                     .push(self.entries.insert(path.clone(), value.clone()));
                 changes.push(TreeChange::Put(path.clone(), value.clone()));
             }
-            Command::Create { path, value } => match self.entries.get(path) {
-                Some(existing) => reply.before.push(Some(existing.clone())),
-                None => {
-                    self.entries.insert(path.clone(), value.clone());
-                    changes.push(TreeChange::Put(path.clone(), value.clone()));
-                    reply.before.push(None);
-                }
-            },
+            Command::Create { path, value } => {
+                self.if_absent(path, value, &[], changes, reply);
+            }
             Command::Delete { path } => {
                 let before = self.entries.remove(path);
                 if before.is_some() {
@@ -93,17 +88,30 @@ impl Tree {
                     self.apply(c, changes, reply);
                 }
             }
-            Command::IfAbsent { path, value, then } => match self.entries.get(path) {
-                Some(existing) => reply.before.push(Some(existing.clone())),
-                None => {
-                    self.entries.insert(path.clone(), value.clone());
-                    changes.push(TreeChange::Put(path.clone(), value.clone()));
-                    reply.before.push(None);
-                    for c in then {
-                        self.apply(c, changes, reply);
-                    }
-                }
-            },
+            Command::IfAbsent { path, value, then } => {
+                self.if_absent(path, value, then, changes, reply);
+            }
+        }
+    }
+
+    /// Puts `value` at `path` and applies `then` when nothing is there; reports what was.
+    fn if_absent(
+        &mut self,
+        path: &Path,
+        value: &[u8],
+        then: &[Command],
+        changes: &mut Vec<TreeChange>,
+        reply: &mut Reply,
+    ) {
+        if let Some(existing) = self.entries.get(path) {
+            reply.before.push(Some(existing.clone()));
+            return;
+        }
+        self.entries.insert(path.clone(), value.to_vec());
+        changes.push(TreeChange::Put(path.clone(), value.to_vec()));
+        reply.before.push(None);
+        for c in then {
+            self.apply(c, changes, reply);
         }
     }
 }
