@@ -238,17 +238,26 @@ impl Broker {
     /// queues (with their messages), exchanges, bindings and permissions are removed. False
     /// when there is no such vhost.
     pub async fn delete_vhost(&self, name: &str) -> bool {
-        let Some((_, v)) = self.vhosts.remove(name) else {
-            return false;
-        };
+        match self.detach_vhost(name) {
+            Some(v) => {
+                Self::drop_queues(&v).await;
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// The part of a vhost's deletion that must happen at once (a replicated delete is
+    /// applied without waiting): it leaves the registry, its connections are closed, its
+    /// exchanges, policies, limits and permissions go, and the store forgets them, all before
+    /// a vhost of the same name can be created again. Its queues are left to
+    /// [`Broker::drop_queues`], which touches only this vhost object.
+    pub fn detach_vhost(&self, name: &str) -> Option<Arc<VHost>> {
+        let (_, v) = self.vhosts.remove(name)?;
         for c in self.connections.list() {
             if c.vhost == name {
                 c.force_close(&format!("vhost '{name}' is deleted"));
             }
-        }
-        for q in v.queues() {
-            let _ = q.delete(false, false).await;
-            v.forget_queue(&q);
         }
         for x in v.exchanges() {
             if !x.name.is_empty() && !x.name.starts_with("amq.") {
@@ -270,7 +279,15 @@ impl Broker {
             self.clear_topic_permissions(name, &u.name, None);
         }
         self.store.delete_vhost(name);
-        true
+        Some(v)
+    }
+
+    /// Deletes the queues of a detached vhost, with their messages.
+    pub async fn drop_queues(v: &VHost) {
+        for q in v.queues() {
+            let _ = q.delete(false, false).await;
+            v.forget_queue(&q);
+        }
     }
 
     /// The bound listeners (empty until the server has bound them).

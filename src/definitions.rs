@@ -200,7 +200,9 @@ pub async fn import(b: &Broker, doc: &Value, vhost: Option<&str>) -> Result<Vec<
     let mut skipped = Vec::new();
     if vhost.is_none() {
         for v in list(doc, "vhosts") {
-            b.add_vhost(text(v, "name")?);
+            b.save_vhost(text(v, "name")?)
+                .await
+                .map_err(|e| e.to_string())?;
         }
         for u in list(doc, "users") {
             let made = user(u)?;
@@ -210,7 +212,9 @@ pub async fn import(b: &Broker, doc: &Value, vhost: Option<&str>) -> Result<Vec<
                 for (k, v) in limits {
                     match v.as_i64() {
                         Some(n) => {
-                            b.set_user_limit(&name, k, Some(n));
+                            b.save_user_limit(&name, k, Some(n))
+                                .await
+                                .map_err(|e| e.to_string())?;
                         }
                         None => skipped.push(format!("user limit {k} of {name}: not a number")),
                     }
@@ -241,7 +245,10 @@ pub async fn import(b: &Broker, doc: &Value, vhost: Option<&str>) -> Result<Vec<
             let name = text(g, "name")?;
             // The cluster's identity stays this node's own.
             if name != "internal_cluster_id" {
-                b.put_global_parameter(name, g.get("value").cloned().unwrap_or(Value::Null));
+                let value = g.get("value").cloned().unwrap_or(Value::Null);
+                b.save_global_parameter(name, value)
+                    .await
+                    .map_err(|e| e.to_string())?;
             }
         }
     }
@@ -260,14 +267,23 @@ pub async fn import(b: &Broker, doc: &Value, vhost: Option<&str>) -> Result<Vec<
         match component {
             "vhost-limits" => {
                 for (k, n) in value.as_object().into_iter().flatten() {
-                    if !n.as_i64().is_some_and(|n| b.set_vhost_limit(&v.name, k, n)) {
+                    let set = match n.as_i64() {
+                        Some(n) => b
+                            .save_vhost_limit(&v.name, k, n)
+                            .await
+                            .map_err(|e| e.to_string())?,
+                        None => false,
+                    };
+                    if !set {
                         skipped.push(format!("vhost limit {k} of vhost '{}'", v.name));
                     }
                 }
             }
             "operator_policy" => match Policy::from_json(&v.name, name, &value, true) {
                 Ok(policy) => {
-                    v.put_policy(policy, true).await;
+                    b.save_policy(&v, policy, true)
+                        .await
+                        .map_err(|e| e.to_string())?;
                 }
                 Err(e) => skipped.push(format!("operator policy '{name}': {}", e.trim())),
             },
@@ -281,7 +297,9 @@ pub async fn import(b: &Broker, doc: &Value, vhost: Option<&str>) -> Result<Vec<
         let v = target(p)?;
         match Policy::from_json(&v.name, name, p, false) {
             Ok(policy) => {
-                v.put_policy(policy, false).await;
+                b.save_policy(&v, policy, false)
+                    .await
+                    .map_err(|e| e.to_string())?;
             }
             Err(e) => skipped.push(format!("policy '{name}': {}", e.trim())),
         }

@@ -284,3 +284,239 @@ async fn users_made_on_one_node_log_in_on_every_node_and_their_deletion_reaches_
     }
     drop(specs);
 }
+
+async fn get_json(at: SocketAddr, path: &str) -> (u16, Value) {
+    let r = request(at, "GET", path, Some(("guest", "guest")), None).await;
+    let body = if r.status == 200 {
+        r.json()
+    } else {
+        Value::Null
+    };
+    (r.status, body)
+}
+
+async fn put(at: SocketAddr, path: &str, body: &str) -> u16 {
+    let r = request(at, "PUT", path, Some(("guest", "guest")), Some(body)).await;
+    assert!(
+        r.status < 300,
+        "PUT {path} at {at}: {} {}",
+        r.status,
+        r.body
+    );
+    r.status
+}
+
+/// Polls `path` at `at` until `check` accepts its status and body.
+async fn eventually_json(
+    at: SocketAddr,
+    path: &str,
+    what: &str,
+    check: impl Fn(u16, &Value) -> bool,
+) {
+    let start = Instant::now();
+    loop {
+        let (status, body) = get_json(at, path).await;
+        if check(status, &body) {
+            return;
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(30),
+            "{what}: GET {path} at {at} stayed {status} {body}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+async fn amqp(port: u16, vhost: &str) -> lapin::Result<lapin::Connection> {
+    let url = format!("amqp://guest:guest@127.0.0.1:{port}/{vhost}");
+    lapin::Connection::connect(&url, lapin::ConnectionProperties::default()).await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn vhosts_policies_limits_and_parameters_made_on_one_node_hold_on_every_node() {
+    let (specs, mut children, _) = three().await;
+    let [a, b, c] = [specs[0].http, specs[1].http, specs[2].http];
+    let ports = [specs[0].amqp, specs[1].amqp, specs[2].amqp];
+
+    // Made on a, used at once through b and c: a node that misses the vhost confirms the
+    // miss with the cluster before answering, so there is no window for a stale "not found".
+    assert_eq!(put(a, "/api/vhosts/v1", "{}").await, 201);
+    assert_eq!(put(a, "/api/vhosts/v1", "{}").await, 204);
+    let grant = r#"{"configure": ".*", "write": ".*", "read": ".*"}"#;
+    assert_eq!(put(b, "/api/permissions/v1/guest", grant).await, 201);
+    let on_c = amqp(ports[2], "v1")
+        .await
+        .expect("guest opens v1 on c at once");
+    let on_a = amqp(ports[0], "v1").await.expect("guest opens v1 on a");
+
+    // A policy set through b applies to a queue declared on c.
+    let policy =
+        r#"{"pattern": "^capped\\.", "definition": {"max-length": 1}, "apply-to": "queues"}"#;
+    assert_eq!(put(b, "/api/policies/v1/cap", policy).await, 201);
+    let ch = on_c.create_channel().await.expect("channel");
+    let q = "capped.q";
+    let start = Instant::now();
+    loop {
+        ch.queue_declare(q.into(), Default::default(), Default::default())
+            .await
+            .expect("declare");
+        for body in [&b"1"[..], b"2", b"3"] {
+            ch.basic_publish(
+                "".into(),
+                q.into(),
+                Default::default(),
+                body,
+                Default::default(),
+            )
+            .await
+            .expect("publish");
+        }
+        let depth = ch
+            .queue_declare(
+                q.into(),
+                lapin::options::QueueDeclareOptions {
+                    passive: true,
+                    ..Default::default()
+                },
+                Default::default(),
+            )
+            .await
+            .expect("passive")
+            .message_count();
+        if depth == 1 {
+            break;
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(30),
+            "the policy never capped {q} on c: {depth}"
+        );
+        ch.queue_purge(q.into(), Default::default())
+            .await
+            .expect("purge");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+
+    // A vhost limit set on a refuses connections on c; cleared on b, they are let in again.
+    put(a, "/api/vhost-limits/v1/max-connections", r#"{"value": 0}"#).await;
+    eventually_json(c, "/api/vhost-limits/v1", "limit replicated", |s, v| {
+        s == 200 && v[0]["value"]["max-connections"] == 0
+    })
+    .await;
+    assert!(
+        amqp(ports[2], "v1").await.is_err(),
+        "max-connections 0 holds on c"
+    );
+    let cleared = request(
+        b,
+        "DELETE",
+        "/api/vhost-limits/v1/max-connections",
+        Some(("guest", "guest")),
+        None,
+    )
+    .await;
+    assert_eq!(cleared.status, 204, "{}", cleared.body);
+    eventually_json(c, "/api/vhost-limits/v1", "limit cleared", |s, v| {
+        s == 200 && v == &serde_json::json!([])
+    })
+    .await;
+    amqp(ports[2], "v1")
+        .await
+        .expect("let in again")
+        .close(200, "bye".into())
+        .await
+        .expect("close");
+
+    // Global parameters and user limits: one cluster, one set of them.
+    put(
+        a,
+        "/api/global-parameters/cluster_name",
+        r#"{"value": "warren-test"}"#,
+    )
+    .await;
+    put(a, "/api/user-limits/guest/max-channels", r#"{"value": 64}"#).await;
+    for at in [b, c] {
+        eventually_json(
+            at,
+            "/api/cluster-name",
+            "cluster name replicated",
+            |s, v| s == 200 && v["name"] == "warren-test",
+        )
+        .await;
+        eventually_json(
+            at,
+            "/api/user-limits/guest",
+            "user limit replicated",
+            |s, v| s == 200 && v[0]["value"]["max-channels"] == 64,
+        )
+        .await;
+    }
+    let ids: Vec<Value> = {
+        let mut ids = Vec::new();
+        for at in [a, b, c] {
+            ids.push(
+                get_json(at, "/api/global-parameters/internal_cluster_id")
+                    .await
+                    .1["value"]
+                    .clone(),
+            );
+        }
+        ids
+    };
+    assert!(
+        ids[0].is_string() && ids.iter().all(|i| *i == ids[0]),
+        "one cluster id: {ids:?}"
+    );
+
+    // b goes down; v1 is deleted through c: c's clients on v1 are closed, a follows, and b
+    // drops v1 with its policy and permissions when it comes back.
+    children[1].kill().await.expect("kill b");
+    let gone = request(
+        c,
+        "DELETE",
+        "/api/vhosts/v1",
+        Some(("guest", "guest")),
+        None,
+    )
+    .await;
+    assert_eq!(gone.status, 204, "{}", gone.body);
+    assert_eq!(get_json(c, "/api/vhosts/v1").await.0, 404);
+    let start = Instant::now();
+    while on_c.status().connected() || on_a.status().connected() {
+        assert!(
+            start.elapsed() < Duration::from_secs(30),
+            "v1's connections stay open"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    eventually_json(a, "/api/vhosts/v1", "deletion replicated", |s, _| s == 404).await;
+    children[1] = spawn(&specs[1]);
+    let all_up: Vec<(&str, bool)> = NAMES.iter().map(|n| (*n, true)).collect();
+    eventually_nodes(b, &all_up, "b restarted").await;
+    eventually_json(b, "/api/vhosts/v1", "b caught up", |s, _| s == 404).await;
+    for at in [a, b, c] {
+        let (_, perms) = get_json(at, "/api/permissions").await;
+        let vhosts: Vec<&str> = perms
+            .as_array()
+            .map(|l| l.iter().filter_map(|p| p["vhost"].as_str()).collect())
+            .unwrap_or_default();
+        assert_eq!(vhosts, vec!["/"], "permissions at {at}");
+        assert_eq!(
+            get_json(at, "/api/policies").await.1,
+            serde_json::json!([]),
+            "policies at {at}"
+        );
+        let (_, names) = get_json(at, "/api/vhosts").await;
+        assert_eq!(
+            names.as_array().map(Vec::len),
+            Some(1),
+            "vhosts at {at}: {names}"
+        );
+    }
+    // A re-created v1 starts empty on every node.
+    assert_eq!(put(b, "/api/vhosts/v1", "{}").await, 201);
+    assert!(
+        amqp(ports[0], "v1").await.is_err(),
+        "no permission survives in the new v1"
+    );
+    drop(specs);
+}

@@ -219,7 +219,14 @@ pub(crate) async fn negotiate<R: AsyncRead + Unpin, W: AsyncWrite + Unpin>(
             "unsupported authentication mechanism '{mechanism}'"
         )));
     }
-    let user = match check_login(broker, &mechanism, start_ok.response.as_bytes(), peer) {
+    let response = start_ok.response.as_bytes();
+    let mut login = check_login(broker, &mechanism, response, peer);
+    // A user made (or a password changed) on another node a moment ago: confirm the refusal
+    // against the cluster's committed state first.
+    if login.is_err() && broker.catch_up().await {
+        login = check_login(broker, &mechanism, response, peer);
+    }
+    let user = match login {
         Ok(user) => user,
         Err(who) => {
             tracing::warn!(user = %who, peer = %peer.addr, "login refused (mechanism {mechanism})");
@@ -279,13 +286,15 @@ pub(crate) async fn negotiate<R: AsyncRead + Unpin, W: AsyncWrite + Unpin>(
         }
     };
     let vhost_name = open.virtual_host.as_str();
-    let Some(vhost) = broker.vhost(vhost_name) else {
+    let Some(vhost) = broker.find_vhost(vhost_name).await else {
         return Err(Refused::Close(
             AmqpError::new(code::NOT_ALLOWED, format!("vhost {vhost_name} not found"))
                 .with_method(10, 40),
         ));
     };
-    if broker.permissions.get(vhost_name, &user).is_none() {
+    if broker.permissions.get(vhost_name, &user).is_none()
+        && !(broker.catch_up().await && broker.permissions.get(vhost_name, &user).is_some())
+    {
         tracing::warn!(user = %user, vhost = vhost_name, peer = %peer.addr, "access to vhost refused");
         return Err(Refused::Close(
             AmqpError::not_allowed(format!(

@@ -91,6 +91,28 @@ impl Tree {
             Command::IfAbsent { path, value, then } => {
                 self.if_absent(path, value, then, changes, reply);
             }
+            Command::IfPresent { path, then } => {
+                let found = self.entries.get(path).cloned();
+                let present = found.is_some();
+                reply.before.push(found);
+                if present {
+                    for c in then {
+                        self.apply(c, changes, reply);
+                    }
+                }
+            }
+            Command::DeleteWhere { prefix, at, name } => {
+                let doomed: Vec<Path> = self
+                    .children(prefix)
+                    .filter(|(k, _)| k.get(*at) == Some(name))
+                    .map(|(k, _)| k.clone())
+                    .collect();
+                reply.before.push((!doomed.is_empty()).then(Vec::new));
+                for k in doomed {
+                    self.entries.remove(&k);
+                    changes.push(TreeChange::Delete(k));
+                }
+            }
         }
     }
 
@@ -198,6 +220,52 @@ mod tests {
             .before,
             vec![None]
         );
+    }
+
+    #[test]
+    fn if_present_applies_only_under_an_existing_path_and_delete_where_matches_one_part() {
+        let mut t = Tree::default();
+        let guarded = |v: &str| Command::IfPresent {
+            path: p(&["vhosts", v]),
+            then: vec![put(&["vhosts", v, "policy", "p"], "{}")],
+        };
+        assert_eq!(run(&mut t, guarded("a")).before, vec![None]);
+        assert!(t.is_empty());
+        run(&mut t, put(&["vhosts", "a"], "{}"));
+        assert_eq!(
+            run(&mut t, guarded("a")).before,
+            vec![Some(b"{}".to_vec()), None]
+        );
+        assert_eq!(t.len(), 2);
+        for (user, vhost) in [("u1", "a"), ("u2", "a"), ("u2", "b"), ("a", "b")] {
+            run(&mut t, put(&["permissions", user, vhost], "x"));
+        }
+        let mut changes = Vec::new();
+        let mut reply = Reply::default();
+        let cmd = Command::DeleteWhere {
+            prefix: p(&["permissions"]),
+            at: 2,
+            name: "a".into(),
+        };
+        t.apply(&cmd, &mut changes, &mut reply);
+        assert_eq!(reply.before, vec![Some(Vec::new())]);
+        assert_eq!(
+            changes,
+            vec![
+                TreeChange::Delete(p(&["permissions", "u1", "a"])),
+                TreeChange::Delete(p(&["permissions", "u2", "a"])),
+            ]
+        );
+        let root = p(&["permissions"]);
+        let left: Vec<&Path> = t.children(&root).map(|(k, _)| k).collect();
+        assert_eq!(
+            left,
+            vec![
+                &p(&["permissions", "a", "b"]),
+                &p(&["permissions", "u2", "b"])
+            ]
+        );
+        assert_eq!(run(&mut t, cmd).before, vec![None]);
     }
 
     #[test]

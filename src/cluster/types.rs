@@ -94,6 +94,24 @@ pub enum Command {
         /// What else to apply with it.
         then: Vec<Command>,
     },
+    /// When a value is at `path`, applies `then`; otherwise does nothing (a policy put only
+    /// while its vhost exists, so a delete racing with it leaves no orphan).
+    IfPresent {
+        /// The path that must hold a value.
+        path: Path,
+        /// What to apply when it does.
+        then: Vec<Command>,
+    },
+    /// Removes every path below `prefix` whose part at index `at` is `name` (a vhost's
+    /// permissions, which live under their users).
+    DeleteWhere {
+        /// Where to look.
+        prefix: Path,
+        /// The index of the part that is compared.
+        at: usize,
+        /// The part's value that dooms a path.
+        name: String,
+    },
 }
 
 /// What applying a command found: per leaf command, in order, the value at its path before it

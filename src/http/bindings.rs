@@ -106,7 +106,7 @@ pub(crate) async fn bindings_vhost(
     _: Authenticated,
     Path(vhost): Path<String>,
 ) -> Result<Json<Value>, ApiError> {
-    let v = b.vhost(&vhost).ok_or_else(ApiError::not_found)?;
+    let v = super::vhost_of(&b, &vhost).await?;
     Ok(Json(Value::Array(bindings_of(&v))))
 }
 
@@ -119,7 +119,7 @@ pub(crate) async fn queue_bindings(
     _: Authenticated,
     Path((vhost, name)): Path<(String, String)>,
 ) -> Result<Json<Value>, ApiError> {
-    let v = b.vhost(&vhost).ok_or_else(ApiError::not_found)?;
+    let v = super::vhost_of(&b, &vhost).await?;
     v.queue(&name).map_err(|_| ApiError::not_found())?;
     Ok(Json(Value::Array(filtered(&v, |b| {
         b["destination_type"] == "queue" && b["destination"] == name.as_str()
@@ -132,7 +132,7 @@ pub(crate) async fn exchange_bindings(
     _: Authenticated,
     Path((vhost, name, side)): Path<(String, String, String)>,
 ) -> Result<Json<Value>, ApiError> {
-    let v = b.vhost(&vhost).ok_or_else(ApiError::not_found)?;
+    let v = super::vhost_of(&b, &vhost).await?;
     let x = url_name(&name);
     v.exchange(x).map_err(|_| ApiError::not_found())?;
     let list = match side.as_str() {
@@ -167,7 +167,7 @@ pub(crate) async fn list_between(
     _: Authenticated,
     Path((vhost, source, kind, dest)): Path<(String, String, String, String)>,
 ) -> Result<Json<Value>, ApiError> {
-    let v = b.vhost(&vhost).ok_or_else(ApiError::not_found)?;
+    let v = super::vhost_of(&b, &vhost).await?;
     let kind = destination_kind(&kind)?;
     Ok(Json(Value::Array(between(&v, &source, kind, &dest))))
 }
@@ -187,7 +187,7 @@ pub(crate) async fn bind(
     Path((vhost, source, kind, dest)): Path<(String, String, String, String)>,
     body: Option<Json<BindBody>>,
 ) -> Result<Response, ApiError> {
-    let v = b.vhost(&vhost).ok_or_else(ApiError::not_found)?;
+    let v = super::vhost_of(&b, &vhost).await?;
     let kind_name = destination_kind(&kind)?;
     let body = body.map(|Json(b)| b).unwrap_or_default();
     let args = json_table(&body.arguments)?;
@@ -208,11 +208,11 @@ pub(crate) async fn bind(
     Ok((StatusCode::CREATED, [(header::LOCATION, location)]).into_response())
 }
 
-fn find(
+async fn find(
     b: &AppState,
     (vhost, source, kind, dest, props): &(String, String, String, String, String),
 ) -> Result<(std::sync::Arc<VHost>, Value), ApiError> {
-    let v = b.vhost(vhost).ok_or_else(ApiError::not_found)?;
+    let v = super::vhost_of(b, vhost).await?;
     let kind = destination_kind(kind)?;
     let found = between(&v, source, kind, dest)
         .into_iter()
@@ -227,7 +227,7 @@ pub(crate) async fn show(
     _: Authenticated,
     Path(path): Path<(String, String, String, String, String)>,
 ) -> Result<Json<Value>, ApiError> {
-    Ok(Json(find(&b, &path)?.1))
+    Ok(Json(find(&b, &path).await?.1))
 }
 
 /// DELETE one binding by its properties key.
@@ -236,7 +236,7 @@ pub(crate) async fn unbind(
     _: Authenticated,
     Path(path): Path<(String, String, String, String, String)>,
 ) -> Result<StatusCode, ApiError> {
-    let (v, found) = find(&b, &path)?;
+    let (v, found) = find(&b, &path).await?;
     let source = url_name(&path.1);
     if source.is_empty() {
         return Err(ApiError::new(

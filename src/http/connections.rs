@@ -74,7 +74,7 @@ pub(crate) async fn of_vhost(
     Authenticated(user): Authenticated,
     Path(vhost): Path<String>,
 ) -> Result<Json<Value>, ApiError> {
-    b.vhost(&vhost).ok_or_else(ApiError::not_found)?;
+    super::vhost_of(&b, &vhost).await?;
     Ok(Json(Value::Array(visible(&b, &user, Some(&vhost)))))
 }
 

@@ -60,6 +60,6 @@ pub(crate) async fn of_vhost(
     _: Authenticated,
     Path(vhost): Path<String>,
 ) -> Result<Json<Value>, ApiError> {
-    b.vhost(&vhost).ok_or_else(ApiError::not_found)?;
+    super::vhost_of(&b, &vhost).await?;
     Ok(Json(Value::Array(consumers_of(&b, Some(&vhost)).await)))
 }

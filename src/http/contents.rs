@@ -17,7 +17,7 @@ pub(crate) async fn purge(
     _: Authenticated,
     Path((vhost, name)): Path<(String, String)>,
 ) -> Result<StatusCode, ApiError> {
-    let v = b.vhost(&vhost).ok_or_else(ApiError::not_found)?;
+    let v = super::vhost_of(&b, &vhost).await?;
     let q = v.queue(&name).map_err(|_| ApiError::not_found())?;
     q.purge().await.map_err(ApiError::from)?;
     Ok(StatusCode::NO_CONTENT)
@@ -100,7 +100,7 @@ pub(crate) async fn get(
         "base64" => true,
         _ => return Err(bad("invalid encoding")),
     };
-    let v = b.vhost(&vhost).ok_or_else(ApiError::not_found)?;
+    let v = super::vhost_of(&b, &vhost).await?;
     let q = v.queue(&name).map_err(|_| ApiError::not_found())?;
     let mut taken = Vec::new();
     let mut out = Vec::new();

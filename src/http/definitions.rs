@@ -17,7 +17,7 @@ pub(crate) async fn export_vhost(
     _: Administrator,
     Path(vhost): Path<String>,
 ) -> Result<Json<Value>, ApiError> {
-    b.vhost(&vhost).ok_or_else(ApiError::not_found)?;
+    super::vhost_of(&b, &vhost).await?;
     Ok(Json(crate::definitions::export(&b, Some(&vhost))))
 }
 
@@ -48,6 +48,6 @@ pub(crate) async fn import_vhost(
     Path(vhost): Path<String>,
     Json(doc): Json<Value>,
 ) -> Result<Response, ApiError> {
-    b.vhost(&vhost).ok_or_else(ApiError::not_found)?;
+    super::vhost_of(&b, &vhost).await?;
     import(&b, &doc, Some(&vhost)).await
 }

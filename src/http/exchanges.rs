@@ -55,7 +55,7 @@ pub(crate) async fn list_vhost(
     _: Authenticated,
     Path(vhost): Path<String>,
 ) -> Result<Json<Value>, ApiError> {
-    let v = b.vhost(&vhost).ok_or_else(ApiError::not_found)?;
+    let v = super::vhost_of(&b, &vhost).await?;
     Ok(Json(Value::Array(exchanges_of(&v))))
 }
 
@@ -64,7 +64,7 @@ pub(crate) async fn show(
     _: Authenticated,
     Path((vhost, name)): Path<(String, String)>,
 ) -> Result<Json<Value>, ApiError> {
-    let v = b.vhost(&vhost).ok_or_else(ApiError::not_found)?;
+    let v = super::vhost_of(&b, &vhost).await?;
     let x = v
         .exchange(url_name(&name))
         .map_err(|_| ApiError::not_found())?;
@@ -92,7 +92,7 @@ pub(crate) async fn declare(
     Path((vhost, name)): Path<(String, String)>,
     Json(body): Json<DeclareBody>,
 ) -> Result<StatusCode, ApiError> {
-    let v = b.vhost(&vhost).ok_or_else(ApiError::not_found)?;
+    let v = super::vhost_of(&b, &vhost).await?;
     let existed = v.exchange(&name).is_ok();
     let options = ExchangeOptions {
         passive: false,
@@ -122,7 +122,7 @@ pub(crate) async fn delete(
     Path((vhost, name)): Path<(String, String)>,
     Query(q): Query<DeleteQuery>,
 ) -> Result<StatusCode, ApiError> {
-    let v = b.vhost(&vhost).ok_or_else(ApiError::not_found)?;
+    let v = super::vhost_of(&b, &vhost).await?;
     v.exchange(url_name(&name))
         .map_err(|_| ApiError::not_found())?;
     let if_unused = q.if_unused.as_deref() == Some("true");

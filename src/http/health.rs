@@ -124,7 +124,7 @@ pub(crate) async fn aliveness(
     _: Authenticated,
     Path(vhost): Path<String>,
 ) -> Result<Response, ApiError> {
-    let v = b.vhost(&vhost).ok_or_else(ApiError::not_found)?;
+    let v = super::vhost_of(&b, &vhost).await?;
     let failure = |e: crate::error::CoreError| {
         let name = crate::error::code_name(e.reply_code());
         failed(&format!("{name} - {e}"), json!({}))

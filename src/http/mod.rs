@@ -144,6 +144,14 @@ pub(crate) async fn durably<T>(
     out
 }
 
+/// The vhost a path names, or 404 once the cluster confirmed it has none by that name.
+pub(crate) async fn vhost_of(
+    b: &crate::broker::Broker,
+    name: &str,
+) -> Result<std::sync::Arc<crate::vhost::VHost>, ApiError> {
+    b.find_vhost(name).await.ok_or_else(ApiError::not_found)
+}
+
 /// 201 for something new, 204 for a change to something that existed.
 pub(crate) fn created_status(new: bool) -> StatusCode {
     if new {
@@ -413,6 +421,10 @@ pub fn router(broker: Arc<Broker>) -> Router {
             get(policies::parameter_show)
                 .put(policies::parameter_put)
                 .delete(policies::parameter_delete),
+        )
+        .route(
+            "/api/cluster-name",
+            get(policies::cluster_name_show).put(policies::cluster_name_put),
         )
         .route("/api/global-parameters", get(policies::globals))
         .route(

@@ -34,9 +34,11 @@ fn bad_request(reason: impl Into<String>) -> ApiError {
 }
 
 /// The vhost and user of a permission path must exist.
-fn check_subjects(b: &AppState, vhost: &str, user: &str) -> Result<(), ApiError> {
-    b.vhost(vhost).ok_or_else(ApiError::not_found)?;
-    b.user(user).ok_or_else(|| bad_request("no_such_user"))?;
+async fn check_subjects(b: &AppState, vhost: &str, user: &str) -> Result<(), ApiError> {
+    super::vhost_of(b, vhost).await?;
+    b.find_user(user)
+        .await
+        .ok_or_else(|| bad_request("no_such_user"))?;
     Ok(())
 }
 
@@ -69,7 +71,7 @@ pub(crate) async fn of_vhost(
     _: Administrator,
     Path(vhost): Path<String>,
 ) -> Result<Json<Value>, ApiError> {
-    b.vhost(&vhost).ok_or_else(ApiError::not_found)?;
+    super::vhost_of(&b, &vhost).await?;
     Ok(filtered(&b, |v, _| v == vhost))
 }
 
@@ -99,7 +101,7 @@ pub(crate) async fn put(
     Path((vhost, user)): Path<(String, String)>,
     Json(body): Json<PermissionBody>,
 ) -> Result<StatusCode, ApiError> {
-    check_subjects(&b, &vhost, &user)?;
+    check_subjects(&b, &vhost, &user).await?;
     let p = Permission::new(&body.configure, &body.write, &body.read).map_err(bad_request)?;
     let existed = b.permissions.get(&vhost, &user).is_some();
     super::durably(&b.store, b.save_permission(&vhost, &user, p)).await?;
@@ -156,7 +158,7 @@ pub(crate) async fn topic_put(
     Path((vhost, user)): Path<(String, String)>,
     Json(body): Json<TopicBody>,
 ) -> Result<StatusCode, ApiError> {
-    check_subjects(&b, &vhost, &user)?;
+    check_subjects(&b, &vhost, &user).await?;
     let t = TopicPermission::new(&body.exchange, &body.write, &body.read, &user, &vhost)
         .map_err(bad_request)?;
     let existed = b

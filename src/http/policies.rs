@@ -51,7 +51,7 @@ async fn list_in(
     vhost: String,
     operator: bool,
 ) -> Result<Json<Value>, ApiError> {
-    b.vhost(&vhost).ok_or_else(ApiError::not_found)?;
+    super::vhost_of(&b, &vhost).await?;
     if !user_sees(&b, &user, &vhost) {
         return Err(ApiError::not_permitted());
     }
@@ -65,7 +65,7 @@ async fn show_one(
     name: String,
     operator: bool,
 ) -> Result<Json<Value>, ApiError> {
-    let v = b.vhost(&vhost).ok_or_else(ApiError::not_found)?;
+    let v = super::vhost_of(&b, &vhost).await?;
     if !user_sees(&b, &user, &vhost) {
         return Err(ApiError::not_permitted());
     }
@@ -93,7 +93,9 @@ async fn put_one(
     let v = b.vhost(&vhost).ok_or_else(vhost_missing)?;
     let p = Policy::from_json(&vhost, &name, &body, operator)
         .map_err(|e| bad_request(if operator { e } else { escaped(e) }))?;
-    let created = super::durably(&b.store, async { v.put_policy(p, operator).await }).await;
+    let created = super::durably(&b.store, b.save_policy(&v, p, operator))
+        .await?
+        .ok_or_else(vhost_missing)?;
     Ok(super::created_status(created))
 }
 
@@ -103,8 +105,8 @@ async fn delete_one(
     name: String,
     operator: bool,
 ) -> Result<StatusCode, ApiError> {
-    let v = b.vhost(&vhost).ok_or_else(ApiError::not_found)?;
-    if !super::durably(&b.store, async { v.delete_policy(&name, operator).await }).await {
+    let v = super::vhost_of(&b, &vhost).await?;
+    if !super::durably(&b.store, b.remove_policy(&v, &name, operator)).await? {
         return Err(ApiError::not_found());
     }
     Ok(StatusCode::NO_CONTENT)
@@ -243,7 +245,7 @@ pub(crate) async fn parameters_vhost(
     who: Policymaker,
     Path((comp, vhost)): Path<(String, String)>,
 ) -> Result<Json<Value>, ApiError> {
-    b.vhost(&vhost).ok_or_else(ApiError::not_found)?;
+    super::vhost_of(&b, &vhost).await?;
     let all = parameters_of(&b, &who, &comp);
     Ok(Json(Value::Array(
         all.into_iter().filter(|p| p["vhost"] == vhost).collect(),
@@ -309,7 +311,7 @@ pub(crate) async fn global_put(
         .get("value")
         .cloned()
         .ok_or_else(|| bad_request("[{key_missing,value}]"))?;
-    let created = super::durably(&b.store, async { b.put_global_parameter(&name, value) }).await;
+    let created = super::durably(&b.store, b.save_global_parameter(&name, value)).await?;
     Ok(super::created_status(created))
 }
 
@@ -318,8 +320,32 @@ pub(crate) async fn global_delete(
     _: Policymaker,
     Path(name): Path<String>,
 ) -> Result<StatusCode, ApiError> {
-    if !super::durably(&b.store, async { b.delete_global_parameter(&name) }).await {
+    if !super::durably(&b.store, b.remove_global_parameter(&name)).await? {
         return Err(ApiError::not_found());
     }
+    Ok(StatusCode::NO_CONTENT)
+}
+
+/// GET /api/cluster-name: the cluster's name (`cluster_name` in the config until one is set).
+pub(crate) async fn cluster_name_show(State(b): State<AppState>, _: Authenticated) -> Json<Value> {
+    Json(json!({"name": b.cluster_name()}))
+}
+
+/// PUT /api/cluster-name with `{"name": ...}`: sets the `cluster_name` global parameter.
+pub(crate) async fn cluster_name_put(
+    State(b): State<AppState>,
+    _: Administrator,
+    Json(body): Json<Value>,
+) -> Result<StatusCode, ApiError> {
+    let name = body
+        .get("name")
+        .and_then(Value::as_str)
+        .ok_or_else(|| bad_request("[{key_missing,name}]"))?
+        .to_owned();
+    super::durably(
+        &b.store,
+        b.save_global_parameter("cluster_name", name.into()),
+    )
+    .await?;
     Ok(StatusCode::NO_CONTENT)
 }

@@ -36,7 +36,7 @@ pub(crate) async fn publish(
     Json(body): Json<PublishBody>,
 ) -> Result<Json<Value>, ApiError> {
     use base64::Engine;
-    let v = b.vhost(&vhost).ok_or_else(ApiError::not_found)?;
+    let v = super::vhost_of(&b, &vhost).await?;
     let x = v
         .exchange(url_name(&name))
         .map_err(|_| ApiError::not_found())?;

@@ -113,7 +113,7 @@ pub(crate) async fn list_vhost(
     _: Authenticated,
     Path(vhost): Path<String>,
 ) -> Result<Json<Value>, ApiError> {
-    let v = b.vhost(&vhost).ok_or_else(ApiError::not_found)?;
+    let v = super::vhost_of(&b, &vhost).await?;
     Ok(list(v.queues(), &super::node_name(&b)).await)
 }
 
@@ -122,7 +122,7 @@ pub(crate) async fn show(
     _: Authenticated,
     Path((vhost, name)): Path<(String, String)>,
 ) -> Result<Json<Value>, ApiError> {
-    let v = b.vhost(&vhost).ok_or_else(ApiError::not_found)?;
+    let v = super::vhost_of(&b, &vhost).await?;
     let q = v.queue(&name).map_err(|_| ApiError::not_found())?;
     Ok(Json(describe(&q, &super::node_name(&b)).await))
 }
@@ -144,7 +144,7 @@ pub(crate) async fn declare(
     Path((vhost, name)): Path<(String, String)>,
     body: Option<Json<DeclareBody>>,
 ) -> Result<StatusCode, ApiError> {
-    let v = b.vhost(&vhost).ok_or_else(ApiError::not_found)?;
+    let v = super::vhost_of(&b, &vhost).await?;
     let body = body.map(|Json(b)| b).unwrap_or_default();
     let arguments = json_table(&body.arguments)?;
     let existed = v.queue(&name).is_ok();
@@ -177,7 +177,7 @@ pub(crate) async fn delete(
     Path((vhost, name)): Path<(String, String)>,
     Query(q): Query<DeleteQuery>,
 ) -> Result<StatusCode, ApiError> {
-    let v = b.vhost(&vhost).ok_or_else(ApiError::not_found)?;
+    let v = super::vhost_of(&b, &vhost).await?;
     v.queue(&name).map_err(|_| ApiError::not_found())?;
     let flag = |f: &Option<String>| f.as_deref() == Some("true");
     v.queue_delete(

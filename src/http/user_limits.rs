@@ -70,7 +70,7 @@ pub(crate) async fn put(
         };
         bad_request(format!("{name} should be a number, actually was {shown}"))
     })?;
-    if !super::durably(&b.store, async { b.set_user_limit(&user, &name, Some(n)) }).await {
+    if !super::durably(&b.store, b.save_user_limit(&user, &name, Some(n))).await? {
         return Err(bad_request(json!(["no_such_user", user])));
     }
     Ok(StatusCode::NO_CONTENT)
@@ -81,7 +81,7 @@ pub(crate) async fn delete(
     _: Administrator,
     Path((user, name)): Path<(String, String)>,
 ) -> Result<StatusCode, ApiError> {
-    if !super::durably(&b.store, async { b.set_user_limit(&user, &name, None) }).await {
+    if !super::durably(&b.store, b.save_user_limit(&user, &name, None)).await? {
         return Err(ApiError::not_found());
     }
     Ok(StatusCode::NO_CONTENT)

@@ -47,7 +47,7 @@ pub(crate) async fn show(
     _: Authenticated,
     Path(name): Path<String>,
 ) -> Result<Json<Value>, ApiError> {
-    let v = b.vhost(&name).ok_or_else(ApiError::not_found)?;
+    let v = super::vhost_of(&b, &name).await?;
     Ok(Json(vhost_json(&b, &v).await))
 }
 
@@ -55,9 +55,9 @@ pub(crate) async fn put(
     State(b): State<AppState>,
     _: Administrator,
     Path(name): Path<String>,
-) -> StatusCode {
-    let created = super::durably(&b.store, async { b.add_vhost(&name) }).await;
-    super::created_status(created)
+) -> Result<StatusCode, ApiError> {
+    let created = super::durably(&b.store, b.save_vhost(&name)).await?;
+    Ok(super::created_status(created))
 }
 
 pub(crate) async fn delete(
@@ -65,7 +65,7 @@ pub(crate) async fn delete(
     _: Administrator,
     Path(name): Path<String>,
 ) -> Result<StatusCode, ApiError> {
-    if !super::durably(&b.store, async { b.delete_vhost(&name).await }).await {
+    if !super::durably(&b.store, b.remove_vhost(&name)).await? {
         return Err(ApiError::not_found());
     }
     Ok(StatusCode::NO_CONTENT)
@@ -91,7 +91,7 @@ pub(crate) async fn limits_of(
     _: Authenticated,
     Path(vhost): Path<String>,
 ) -> Result<Json<Value>, ApiError> {
-    let v = b.vhost(&vhost).ok_or_else(ApiError::not_found)?;
+    let v = super::vhost_of(&b, &vhost).await?;
     Ok(Json(Value::Array(limits_json(&v).into_iter().collect())))
 }
 
@@ -107,7 +107,7 @@ pub(crate) async fn limit_put(
     Path((vhost, name)): Path<(String, String)>,
     Json(body): Json<LimitBody>,
 ) -> Result<StatusCode, ApiError> {
-    b.vhost(&vhost).ok_or_else(ApiError::not_found)?;
+    super::vhost_of(&b, &vhost).await?;
     let value = match &body.value {
         Value::Number(n) => n.as_i64(),
         Value::String(s) => s.trim().parse().ok(),
@@ -120,7 +120,7 @@ pub(crate) async fn limit_put(
             "value must be an integer",
         )
     })?;
-    if !super::durably(&b.store, async { b.set_vhost_limit(&vhost, &name, value) }).await {
+    if !super::durably(&b.store, b.save_vhost_limit(&vhost, &name, value)).await? {
         return Err(ApiError::new(
             StatusCode::BAD_REQUEST,
             "bad_request",
@@ -135,8 +135,8 @@ pub(crate) async fn limit_delete(
     _: Administrator,
     Path((vhost, name)): Path<(String, String)>,
 ) -> Result<StatusCode, ApiError> {
-    b.vhost(&vhost).ok_or_else(ApiError::not_found)?;
-    if !super::durably(&b.store, async { b.set_vhost_limit(&vhost, &name, -1) }).await {
+    super::vhost_of(&b, &vhost).await?;
+    if !super::durably(&b.store, b.save_vhost_limit(&vhost, &name, -1)).await? {
         return Err(ApiError::not_found());
     }
     Ok(StatusCode::NO_CONTENT)

@@ -9,7 +9,7 @@ use super::schema::{
 };
 use crate::confirm::ConfirmToken;
 use crate::message::Message;
-use redb::{Database, Durability};
+use redb::{Database, Durability, ReadableTable};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, RwLock};
 use std::time::Duration;
@@ -344,7 +344,16 @@ fn apply(db: &Database, batch: &[Op]) -> Result<(), redb::Error> {
                     queues.insert(key.as_slice(), value.as_slice())?;
                 }
                 Op::DeleteQueue { key, id } => {
-                    queues.remove(key.as_slice())?;
+                    // The row may already be a newer queue's of the same name (a vhost
+                    // deleted and re-created while the old queue was being removed).
+                    let same = queues.get(key.as_slice())?.is_some_and(|row| {
+                        schema::decode_parts(row.value())
+                            .and_then(|p| p.first().map(|i| i.to_vec()))
+                            .is_some_and(|i| i == id.to_be_bytes())
+                    });
+                    if same {
+                        queues.remove(key.as_slice())?;
+                    }
                     messages.retain_in((*id, 0)..=(*id, u64::MAX), |_, _| false)?;
                     index.retain_in((*id, 0)..=(*id, u64::MAX), |_, _| false)?;
                     expires.retain_in((*id, 0)..=(*id, u64::MAX), |_, _| false)?;

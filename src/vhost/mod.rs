@@ -84,7 +84,7 @@ pub struct VHost {
     pub max_queues: AtomicUsize,
     /// RabbitMQ's vhost limits `max-queues` and `max-connections` (-1: none).
     pub limits: VhostLimits,
-    /// Policies and operator policies (change through `put_policy` / `delete_policy`).
+    /// Policies and operator policies (changed through `Broker::save_policy` / `remove_policy`).
     pub policies: crate::policy::PolicySet,
     /// queue.declare calls, queues created and queues deleted (Prometheus churn metrics).
     pub queue_churn: [std::sync::atomic::AtomicU64; 3],

@@ -17,25 +17,38 @@ impl VHost {
     /// Sets a policy (persisted) and applies it to existing queues and exchanges; true when
     /// it is new.
     pub async fn put_policy(&self, p: Policy, operator: bool) -> bool {
-        self.store.put_parameter(
-            component(operator),
-            &self.name,
-            &p.name,
-            &p.to_json().to_string(),
-        );
-        let fresh = self.policies.put(p, operator);
+        let fresh = self.set_policy(p, operator);
         self.apply_policies().await;
         fresh
     }
 
     /// Clears a policy and applies what is left; false when there is no such policy.
     pub async fn delete_policy(&self, name: &str, operator: bool) -> bool {
+        if !self.clear_policy(name, operator) {
+            return false;
+        }
+        self.apply_policies().await;
+        true
+    }
+
+    /// Sets a policy (persisted) without applying it yet; true when it is new.
+    pub fn set_policy(&self, p: Policy, operator: bool) -> bool {
+        self.store.put_parameter(
+            component(operator),
+            &self.name,
+            &p.name,
+            &p.to_json().to_string(),
+        );
+        self.policies.put(p, operator)
+    }
+
+    /// Clears a policy (persisted) without applying what is left; false when there is none.
+    pub fn clear_policy(&self, name: &str, operator: bool) -> bool {
         if !self.policies.remove(name, operator) {
             return false;
         }
         self.store
             .delete_parameter(component(operator), &self.name, name);
-        self.apply_policies().await;
         true
     }
 

@@ -1,0 +1,216 @@
+//! The core's metadata in the cluster's tree (#17): which records are replicated, under which
+//! paths and in which encoding, and how this node's registries follow what the metadata group
+//! applies. `cluster/` replicates paths and bytes; this module is where they mean users,
+//! vhosts and policies.
+//!
+//! Replicated so far: users, their limits, permissions and topic permissions ([`access`]);
+//! vhosts, their limits, policies and operator policies, and global parameters ([`vhosts`]).
+//! A change is proposed through the group and applied on every node by [`Replica`], which
+//! updates the registries and the node's own tables, so recovery after a restart starts from
+//! them and the group's log replays what the node missed. The tree is seeded once, by the
+//! first node to reach a majority, with that node's records; every other node then adopts the
+//! tree's and drops its own (joining a cluster wipes the joining node's definitions, as
+//! RabbitMQ's reset does).
+
+mod access;
+mod vhosts;
+
+use crate::broker::Broker;
+use crate::cluster::state_machine::Observer;
+use crate::cluster::tree::Tree;
+use crate::cluster::types::{Command, Path};
+use crate::cluster::MetaNode;
+use crate::error::CoreError;
+use crate::store::TreeChange;
+use std::collections::BTreeMap;
+use std::sync::{Arc, Weak};
+use std::time::Duration;
+
+/// The subtree of vhosts (and everything scoped to one).
+const VHOSTS: &str = "vhosts";
+/// Set once, with the seeding node's name, when the tree got its first definitions.
+const SEEDED: &str = "seeded";
+
+/// How long a lookup that missed waits for the cluster to confirm the miss (a node cut off
+/// from the majority answers with the miss after this).
+const CATCH_UP_WAIT: Duration = Duration::from_secs(2);
+
+/// A record as the tree holds it.
+type Record = (Path, Vec<u8>);
+
+fn vhost_path(name: &str) -> Path {
+    vec![VHOSTS.into(), name.into()]
+}
+
+/// Every replicated record this node holds.
+fn local_records(b: &Broker) -> Vec<Record> {
+    let mut out = access::records(b);
+    out.extend(vhosts::records(b));
+    out
+}
+
+fn unavailable(e: crate::cluster::ClusterError) -> CoreError {
+    CoreError::Unavailable(e.to_string())
+}
+
+/// Follows the metadata group's applied changes into the broker's registries.
+pub struct Replica {
+    broker: Weak<Broker>,
+}
+
+impl Replica {
+    /// The observer for `broker`.
+    pub fn new(broker: &Arc<Broker>) -> Arc<Replica> {
+        Arc::new(Replica {
+            broker: Arc::downgrade(broker),
+        })
+    }
+}
+
+impl Observer for Replica {
+    fn applied(&self, changes: &[TreeChange]) {
+        let Some(b) = self.broker.upgrade() else {
+            return;
+        };
+        for change in changes {
+            match change {
+                TreeChange::Put(path, value) => apply_put(&b, path, value),
+                TreeChange::Delete(path) => apply_delete(&b, path),
+                TreeChange::DeleteTree(_) => {
+                    if let Some(node) = b.cluster.get() {
+                        node.read(|t| adopt(&b, t));
+                    }
+                }
+            }
+        }
+    }
+
+    fn replaced(&self) {
+        if let Some(b) = self.broker.upgrade() {
+            if let Some(node) = b.cluster.get() {
+                node.read(|t| adopt(&b, t));
+            }
+        }
+    }
+}
+
+fn apply_put(b: &Broker, path: &[String], value: &[u8]) {
+    let decoded = match path.first().map(String::as_str) {
+        Some(access::USERS | access::USER_LIMITS | access::PERMISSIONS)
+        | Some(access::TOPIC_PERMISSIONS) => access::apply_put(b, path, value),
+        Some(VHOSTS | vhosts::GLOBAL_PARAMETERS) => vhosts::apply_put(b, path, value),
+        _ => true,
+    };
+    if !decoded {
+        tracing::warn!(path = ?path, "undecodable replicated record");
+    }
+}
+
+fn apply_delete(b: &Broker, path: &[String]) {
+    access::apply_delete(b, path);
+    vhosts::apply_delete(b, path);
+}
+
+/// Makes this node's replicated records those of the tree, once the tree has been seeded:
+/// what the tree holds is put where it differs, what it lacks is removed.
+fn adopt(b: &Broker, tree: &Tree) {
+    if tree.get(&[SEEDED.to_string()]).is_none() {
+        return;
+    }
+    let wanted: BTreeMap<&Path, &Vec<u8>> = tree
+        .entries()
+        .filter(|(p, _)| p.first().is_some_and(|r| r != SEEDED))
+        .collect();
+    let held: BTreeMap<Path, Vec<u8>> = local_records(b).into_iter().collect();
+    for path in held.keys() {
+        if !wanted.contains_key(path) {
+            apply_delete(b, path);
+        }
+    }
+    // Users and vhosts before what hangs off them (a user's limits sort before "users").
+    let mut puts: Vec<(&Path, &Vec<u8>)> = wanted
+        .into_iter()
+        .filter(|(path, value)| held.get(*path) != Some(*value))
+        .collect();
+    puts.sort_by_key(|(path, _)| match path.first().map(String::as_str) {
+        Some(access::USERS) => 0,
+        Some(VHOSTS) => 1,
+        _ => 2,
+    });
+    for (path, value) in puts {
+        apply_put(b, path, value);
+    }
+}
+
+/// Seeds the tree with this node's replicated records unless another node did first, then
+/// adopts the tree's. Runs in the background from the start, retrying each second until a majority
+/// answers (a node joining through seeds is not a member before that).
+pub async fn join_metadata(broker: Weak<Broker>, node: Arc<MetaNode>) {
+    loop {
+        let Some(b) = broker.upgrade() else {
+            return;
+        };
+        let then = local_records(&b)
+            .into_iter()
+            .map(|(path, value)| Command::Put { path, value })
+            .collect();
+        let seed = Command::IfAbsent {
+            path: vec![SEEDED.into()],
+            value: node.name().as_bytes().to_vec(),
+            then,
+        };
+        match node.write(seed).await {
+            Ok(reply) => {
+                node.read(|t| adopt(&b, t));
+                if reply.before.first().is_some_and(Option::is_none) {
+                    tracing::info!("this node seeded the cluster's metadata with its own");
+                } else {
+                    tracing::info!(
+                        "this node adopted the cluster's metadata; its own was replaced, as a reset does"
+                    );
+                }
+                return;
+            }
+            Err(e) => tracing::warn!(error = %e, "cluster metadata not reachable yet; retrying"),
+        }
+        drop(b);
+        tokio::time::sleep(Duration::from_secs(1)).await;
+    }
+}
+
+impl Broker {
+    /// Waits until this node has applied what the cluster had committed when it was called,
+    /// so that a lookup which missed can be trusted: a vhost or user made on another node a
+    /// moment ago is here afterwards. False when the node is not in a cluster or the cluster
+    /// does not answer in time (then the miss stands, as it would on one node).
+    pub async fn catch_up(&self) -> bool {
+        let Some(node) = self.cluster.get() else {
+            return false;
+        };
+        tokio::time::timeout(CATCH_UP_WAIT, node.read_linearizable(|_| ()))
+            .await
+            .is_ok_and(|r| r.is_ok())
+    }
+
+    /// A user by name, with a miss confirmed against the cluster ([`Broker::catch_up`]).
+    pub async fn find_user(&self, name: &str) -> Option<crate::auth::User> {
+        if let Some(u) = self.user(name) {
+            return Some(u);
+        }
+        if self.catch_up().await {
+            return self.user(name);
+        }
+        None
+    }
+
+    /// A virtual host by name, with a miss confirmed against the cluster ([`Broker::catch_up`]).
+    pub async fn find_vhost(&self, name: &str) -> Option<Arc<crate::vhost::VHost>> {
+        if let Some(v) = self.vhost(name) {
+            return Some(v);
+        }
+        if self.catch_up().await {
+            return self.vhost(name);
+        }
+        None
+    }
+}
