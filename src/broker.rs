@@ -11,7 +11,7 @@ use crate::store::RecoveredPermission;
 use crate::store::{Recovered, Store, StoreError};
 use crate::vhost::policies::component;
 use crate::vhost::publish::{NoConfirms, PublishContext, RouteState};
-use crate::vhost::VHost;
+use crate::vhost::{ExchangeOptions, VHost};
 use dashmap::DashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -47,6 +47,8 @@ pub struct Broker {
     pub alarms: crate::alarms::Alarms,
     /// This node's membership of the cluster, set at start when it has a cluster secret.
     pub cluster: std::sync::OnceLock<Arc<crate::cluster::MetaNode>>,
+    /// Given to every vhost once the node is in a cluster ([`Broker::set_auto_delete_decider`]).
+    auto_delete: crate::vhost::Decider,
     global_parameters: DashMap<String, serde_json::Value>,
     user_limits: DashMap<String, serde_json::Map<String, serde_json::Value>>,
 }
@@ -70,6 +72,7 @@ impl Broker {
             permissions: Permissions::default(),
             listeners: std::sync::OnceLock::new(),
             cluster: std::sync::OnceLock::new(),
+            auto_delete: Default::default(),
             global_parameters: DashMap::new(),
             user_limits: DashMap::new(),
             alarms: crate::alarms::Alarms::new(&config),
@@ -169,7 +172,14 @@ impl Broker {
         }
         for x in r.exchanges {
             if let Some(v) = self.vhost(&x.vhost) {
-                v.restore_exchange(&x.name, &x.kind, x.auto_delete, x.internal, x.arguments);
+                let options = ExchangeOptions {
+                    durable: true,
+                    auto_delete: x.auto_delete,
+                    internal: x.internal,
+                    arguments: x.arguments,
+                    ..ExchangeOptions::default()
+                };
+                v.install_exchange(&x.name, &x.kind, &options, false);
             }
         }
         let mut max_id = 0;
@@ -210,8 +220,21 @@ impl Broker {
         }
         self.store.put_vhost(name);
         let v = VHost::new(name, self.store.clone(), self.config.max_queues_per_vhost);
+        if let Some(d) = self.auto_delete.get() {
+            v.set_auto_delete_decider(d.clone());
+        }
         self.vhosts.insert(name.to_owned(), v);
         true
+    }
+
+    /// Hands the auto-delete decisions of every vhost, present and future, to `decider` (the
+    /// cluster's, so an auto-delete exchange goes on every node at once).
+    pub fn set_auto_delete_decider(&self, decider: crate::vhost::AutoDeleteDecider) {
+        if self.auto_delete.set(decider.clone()) {
+            for v in self.vhosts() {
+                v.set_auto_delete_decider(decider.clone());
+            }
+        }
     }
 
     /// Sets (value ≥ 0) or clears (negative) a vhost limit, persisted; false when the vhost or
@@ -261,7 +284,7 @@ impl Broker {
         }
         for x in v.exchanges() {
             if !x.name.is_empty() && !x.name.starts_with("amq.") {
-                let _ = v.exchange_delete(&x.name, false);
+                v.drop_exchange(&x.name);
             }
         }
         for operator in [false, true] {

@@ -313,7 +313,11 @@ pub async fn import(b: &Broker, doc: &Value, vhost: Option<&str>) -> Result<Vec<
             arguments: arguments(x)?,
         };
         let name = text(x, "name")?;
-        if let Err(e) = target(x)?.exchange_declare(name, text(x, "type")?, &options) {
+        let v = target(x)?;
+        let declared = b
+            .declare_exchange(&v, name, text(x, "type")?, &options)
+            .await;
+        if let Err(e) = declared {
             skipped.push(format!("exchange '{name}': {e}"));
         }
     }
@@ -335,8 +339,8 @@ pub async fn import(b: &Broker, doc: &Value, vhost: Option<&str>) -> Result<Vec<
         let key = bd.get("routing_key").and_then(Value::as_str).unwrap_or("");
         let args = arguments(bd)?;
         let r = match text(bd, "destination_type")? {
-            "exchange" => v.exchange_bind(destination, source, key, &args),
-            _ => v.queue_bind(destination, source, key, &args, 0),
+            "exchange" => b.bind_exchange(&v, destination, source, key, &args).await,
+            _ => b.bind_queue(&v, destination, source, key, &args, 0).await,
         };
         if let Err(e) = r {
             skipped.push(format!("binding of '{destination}' to '{source}': {e}"));

@@ -161,6 +161,7 @@ async fn start_cluster(broker: &Arc<Broker>) -> std::io::Result<()> {
         "cluster listener up"
     );
     let _ = broker.cluster.set(node.clone());
+    broker.set_auto_delete_decider(replication::auto_delete_decider(broker));
     tokio::spawn(replication::join_metadata(Arc::downgrade(broker), node));
     Ok(())
 }

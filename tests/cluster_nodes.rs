@@ -5,6 +5,8 @@
 //! join through the seeds is never taken in. Users are replicated: one created over HTTP on
 //! one node logs in on the others (with permissions granted on one node, over AMQP on
 //! another), and its deletion, permissions included, reaches a node that was down meanwhile.
+//! Vhosts, policies and limits hold on every node; so do exchanges and exchange-to-exchange
+//! bindings, which route on every node and go (auto-delete included) on every node.
 
 mod common;
 
@@ -518,5 +520,242 @@ async fn vhosts_policies_limits_and_parameters_made_on_one_node_hold_on_every_no
         amqp(ports[0], "v1").await.is_err(),
         "no permission survives in the new v1"
     );
+    drop(specs);
+}
+
+fn reply_code(e: &lapin::Error) -> Option<u16> {
+    match e.kind() {
+        lapin::ErrorKind::ProtocolError(p) => Some(p.get_id()),
+        _ => None,
+    }
+}
+
+async fn exchange_exists(ch_of: &lapin::Connection, name: &str) -> bool {
+    let ch = ch_of.create_channel().await.expect("channel");
+    let passive = lapin::options::ExchangeDeclareOptions {
+        passive: true,
+        ..Default::default()
+    };
+    match ch
+        .exchange_declare(
+            name.into(),
+            lapin::ExchangeKind::Direct,
+            passive,
+            Default::default(),
+        )
+        .await
+    {
+        Ok(()) => true,
+        Err(e) if reply_code(&e) == Some(404) => false,
+        Err(e) => panic!("passive declare of {name}: {e}"),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn exchanges_and_their_bindings_made_on_one_node_route_and_go_on_every_node() {
+    use lapin::options::{ExchangeDeclareOptions, QueueDeclareOptions};
+    use lapin::ExchangeKind;
+    let (specs, mut children, _) = three().await;
+    let [a, b, c] = [specs[0].http, specs[1].http, specs[2].http];
+    let on_a = amqp(specs[0].amqp, "%2f").await.expect("a");
+    let on_b = amqp(specs[1].amqp, "%2f").await.expect("b");
+    let on_c = amqp(specs[2].amqp, "%2f").await.expect("c");
+    let durable = ExchangeDeclareOptions {
+        durable: true,
+        ..Default::default()
+    };
+
+    // Declared and joined on a: "incoming" (fanout) feeds "orders" (direct).
+    let cha = on_a.create_channel().await.expect("channel");
+    for (x, kind) in [
+        ("orders", ExchangeKind::Direct),
+        ("incoming", ExchangeKind::Fanout),
+    ] {
+        cha.exchange_declare(x.into(), kind, durable, Default::default())
+            .await
+            .expect("declare on a");
+    }
+    cha.exchange_bind(
+        "orders".into(),
+        "incoming".into(),
+        "".into(),
+        Default::default(),
+        Default::default(),
+    )
+    .await
+    .expect("bind on a");
+
+    // b knows both at once; a redeclare with another type is inequivalent there too.
+    assert!(exchange_exists(&on_b, "orders").await, "orders on b");
+    let chb = on_b.create_channel().await.expect("channel");
+    let refused = chb
+        .exchange_declare(
+            "orders".into(),
+            ExchangeKind::Fanout,
+            durable,
+            Default::default(),
+        )
+        .await;
+    assert_eq!(
+        refused.as_ref().err().and_then(reply_code),
+        Some(406),
+        "{refused:?}"
+    );
+
+    // A queue on c bound to "orders" gets what is published on c to "incoming": c routes
+    // through the exchange-to-exchange binding made on a.
+    let chc = on_c.create_channel().await.expect("channel");
+    chc.queue_declare(
+        "on-c".into(),
+        QueueDeclareOptions::default(),
+        Default::default(),
+    )
+    .await
+    .expect("queue on c");
+    chc.queue_bind(
+        "on-c".into(),
+        "orders".into(),
+        "k".into(),
+        Default::default(),
+        Default::default(),
+    )
+    .await
+    .expect("queue bind on c");
+    chc.basic_publish(
+        "incoming".into(),
+        "k".into(),
+        Default::default(),
+        b"routed",
+        Default::default(),
+    )
+    .await
+    .expect("publish on c");
+    let start = Instant::now();
+    let got = loop {
+        let got = chc
+            .basic_get("on-c".into(), Default::default())
+            .await
+            .expect("get");
+        if let Some(m) = got {
+            break m.delivery.data.clone();
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(10),
+            "nothing reached on-c"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    assert_eq!(got, b"routed");
+    let (status, bindings) = get_json(b, "/api/exchanges/%2f/incoming/bindings/source").await;
+    assert_eq!(status, 200);
+    let to: Vec<(&str, &str)> = bindings
+        .as_array()
+        .map(|l| {
+            l.iter()
+                .map(|x| {
+                    (
+                        x["destination"].as_str().unwrap_or_default(),
+                        x["destination_type"].as_str().unwrap_or_default(),
+                    )
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    assert_eq!(to, vec![("orders", "exchange")], "bindings listed on b");
+
+    // An auto-delete exchange made on b and bound to "orders" goes on every node when c
+    // removes its last binding.
+    let auto = ExchangeDeclareOptions {
+        auto_delete: true,
+        ..Default::default()
+    };
+    let chb = on_b.create_channel().await.expect("channel");
+    chb.exchange_declare("temp".into(), ExchangeKind::Topic, auto, Default::default())
+        .await
+        .expect("auto-delete on b");
+    chb.exchange_bind(
+        "orders".into(),
+        "temp".into(),
+        "#".into(),
+        Default::default(),
+        Default::default(),
+    )
+    .await
+    .expect("bind temp");
+    assert!(exchange_exists(&on_c, "temp").await, "temp on c");
+    chc.exchange_unbind(
+        "orders".into(),
+        "temp".into(),
+        "#".into(),
+        Default::default(),
+        Default::default(),
+    )
+    .await
+    .expect("unbind on c");
+    for (conn, at) in [(&on_a, "a"), (&on_b, "b"), (&on_c, "c")] {
+        assert!(!exchange_exists(conn, "temp").await, "temp gone on {at}");
+    }
+
+    // One whose last binding was to a queue on c goes on every node when c unbinds it.
+    cha.exchange_declare("fan".into(), ExchangeKind::Fanout, auto, Default::default())
+        .await
+        .expect("auto-delete on a");
+    assert!(exchange_exists(&on_c, "fan").await, "fan on c");
+    chc.queue_bind(
+        "on-c".into(),
+        "fan".into(),
+        "".into(),
+        Default::default(),
+        Default::default(),
+    )
+    .await
+    .expect("queue bind to fan");
+    chc.queue_unbind("on-c".into(), "fan".into(), "".into(), Default::default())
+        .await
+        .expect("queue unbind from fan");
+    eventually_json(a, "/api/exchanges/%2f/fan", "fan gone on a", |s, _| {
+        s == 404
+    })
+    .await;
+    assert!(!exchange_exists(&on_b, "fan").await, "fan gone on b");
+
+    // "incoming" deleted through c is gone on a and b, its binding with it; "orders" stays.
+    chc.exchange_delete("incoming".into(), Default::default())
+        .await
+        .expect("delete on c");
+    for (conn, at) in [(&on_a, "a"), (&on_b, "b")] {
+        assert!(!exchange_exists(conn, "incoming").await, "incoming on {at}");
+        assert!(exchange_exists(conn, "orders").await, "orders on {at}");
+    }
+    let (_, left) = get_json(a, "/api/exchanges/%2f/orders/bindings/destination").await;
+    assert_eq!(left, serde_json::json!([]), "no binding is left to orders");
+
+    // An exchange declared while b is down is there when b comes back.
+    children[1].kill().await.expect("kill b");
+    drop(on_b);
+    cha.exchange_declare(
+        "late".into(),
+        ExchangeKind::Headers,
+        durable,
+        Default::default(),
+    )
+    .await
+    .expect("declare while b is down");
+    children[1] = spawn(&specs[1]);
+    let all_up: Vec<(&str, bool)> = NAMES.iter().map(|n| (*n, true)).collect();
+    eventually_nodes(b, &all_up, "b restarted").await;
+    eventually_json(b, "/api/exchanges/%2f/late", "b caught up", |s, x| {
+        s == 200 && x["type"] == "headers" && x["durable"] == true
+    })
+    .await;
+    for at in [a, b, c] {
+        let (_, all) = get_json(at, "/api/exchanges/%2f").await;
+        let mut names: Vec<&str> = all
+            .as_array()
+            .map(|l| l.iter().filter_map(|x| x["name"].as_str()).collect())
+            .unwrap_or_default();
+        names.retain(|n| !n.is_empty() && !n.starts_with("amq."));
+        assert_eq!(names, vec!["late", "orders"], "exchanges at {at}");
+    }
     drop(specs);
 }

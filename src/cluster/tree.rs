@@ -113,6 +113,20 @@ impl Tree {
                     changes.push(TreeChange::Delete(k));
                 }
             }
+            Command::IfNoneBelow {
+                prefix,
+                at,
+                name,
+                then,
+            } => {
+                let found = self.children(prefix).any(|(k, _)| k.get(*at) == Some(name));
+                reply.before.push(found.then(Vec::new));
+                if !found {
+                    for c in then {
+                        self.apply(c, changes, reply);
+                    }
+                }
+            }
         }
     }
 
@@ -266,6 +280,38 @@ mod tests {
             ]
         );
         assert_eq!(run(&mut t, cmd).before, vec![None]);
+    }
+
+    #[test]
+    fn if_none_below_applies_only_when_no_path_has_the_part() {
+        let mut t = Tree::default();
+        run(&mut t, put(&["x", "ad"], "auto"));
+        run(&mut t, put(&["b", "d1", "ad", "k"], ""));
+        run(&mut t, put(&["b", "d2", "ad", "k"], ""));
+        let unbind = |dest: &str| {
+            Command::Batch(vec![
+                Command::Delete {
+                    path: p(&["b", dest, "ad", "k"]),
+                },
+                Command::IfNoneBelow {
+                    prefix: p(&["b"]),
+                    at: 2,
+                    name: "ad".into(),
+                    then: vec![Command::Delete {
+                        path: p(&["x", "ad"]),
+                    }],
+                },
+            ])
+        };
+        let first = run(&mut t, unbind("d1"));
+        assert_eq!(first.before, vec![Some(Vec::new()), Some(Vec::new())]);
+        assert!(t.get(&p(&["x", "ad"])).is_some(), "one binding is left");
+        let last = run(&mut t, unbind("d2"));
+        assert_eq!(
+            last.before,
+            vec![Some(Vec::new()), None, Some(b"auto".to_vec())]
+        );
+        assert!(t.get(&p(&["x", "ad"])).is_none(), "the last one took it");
     }
 
     #[test]

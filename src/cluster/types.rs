@@ -112,6 +112,18 @@ pub enum Command {
         /// The part's value that dooms a path.
         name: String,
     },
+    /// When no path below `prefix` has `name` as its part at index `at`, applies `then`
+    /// (an auto-delete exchange goes once no binding has it as its source).
+    IfNoneBelow {
+        /// Where to look.
+        prefix: Path,
+        /// The index of the part that is compared.
+        at: usize,
+        /// The part's value that must not occur.
+        name: String,
+        /// What to apply when it does not.
+        then: Vec<Command>,
+    },
 }
 
 /// What applying a command found: per leaf command, in order, the value at its path before it

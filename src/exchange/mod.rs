@@ -101,7 +101,8 @@ pub struct Binding {
 }
 
 impl Binding {
-    fn same(&self, other: &Binding) -> bool {
+    /// Whether two bindings are the same (key, destination and arguments).
+    pub fn same(&self, other: &Binding) -> bool {
         self.key == other.key
             && self.destination == other.destination
             && self.arguments == other.arguments

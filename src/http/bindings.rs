@@ -134,7 +134,9 @@ pub(crate) async fn exchange_bindings(
 ) -> Result<Json<Value>, ApiError> {
     let v = super::vhost_of(&b, &vhost).await?;
     let x = url_name(&name);
-    v.exchange(x).map_err(|_| ApiError::not_found())?;
+    b.find_exchange(&v, x)
+        .await
+        .map_err(|_| ApiError::not_found())?;
     let list = match side.as_str() {
         "source" => filtered(&v, |b| b["source"] == x),
         "destination" => filtered(&v, |b| {
@@ -193,9 +195,11 @@ pub(crate) async fn bind(
     let args = json_table(&body.arguments)?;
     let r = super::durably(&v.store, async {
         if kind_name == "queue" {
-            v.queue_bind(&dest, url_name(&source), &body.routing_key, &args, 0)
+            b.bind_queue(&v, &dest, url_name(&source), &body.routing_key, &args, 0)
+                .await
         } else {
-            v.exchange_bind(&dest, url_name(&source), &body.routing_key, &args)
+            b.bind_exchange(&v, &dest, url_name(&source), &body.routing_key, &args)
+                .await
         }
     })
     .await;
@@ -254,7 +258,7 @@ pub(crate) async fn unbind(
         if found["destination_type"] == "queue" {
             v.queue_unbind(&path.3, source, key, &args, 0)
         } else {
-            v.exchange_unbind(&path.3, source, key, &args)
+            b.unbind_exchange(&v, &path.3, source, key, &args).await
         }
     })
     .await

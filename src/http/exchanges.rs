@@ -65,8 +65,9 @@ pub(crate) async fn show(
     Path((vhost, name)): Path<(String, String)>,
 ) -> Result<Json<Value>, ApiError> {
     let v = super::vhost_of(&b, &vhost).await?;
-    let x = v
-        .exchange(url_name(&name))
+    let x = b
+        .find_exchange(&v, url_name(&name))
+        .await
         .map_err(|_| ApiError::not_found())?;
     Ok(Json(describe(&v, &x)))
 }
@@ -102,7 +103,7 @@ pub(crate) async fn declare(
         arguments: json_table(&body.arguments)?,
     };
     super::durably(&v.store, async {
-        v.exchange_declare(&name, &body.kind, &options)
+        b.declare_exchange(&v, &name, &body.kind, &options).await
     })
     .await
     .map_err(ApiError::from)?;
@@ -123,11 +124,12 @@ pub(crate) async fn delete(
     Query(q): Query<DeleteQuery>,
 ) -> Result<StatusCode, ApiError> {
     let v = super::vhost_of(&b, &vhost).await?;
-    v.exchange(url_name(&name))
+    b.find_exchange(&v, url_name(&name))
+        .await
         .map_err(|_| ApiError::not_found())?;
     let if_unused = q.if_unused.as_deref() == Some("true");
     super::durably(&v.store, async {
-        v.exchange_delete(url_name(&name), if_unused)
+        b.delete_exchange(&v, url_name(&name), if_unused).await
     })
     .await
     .map_err(ApiError::from)?;

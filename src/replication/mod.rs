@@ -4,7 +4,8 @@
 //! vhosts and policies.
 //!
 //! Replicated so far: users, their limits, permissions and topic permissions ([`access`]);
-//! vhosts, their limits, policies and operator policies, and global parameters ([`vhosts`]).
+//! vhosts, their limits, policies and operator policies, and global parameters ([`vhosts`]);
+//! exchanges and exchange-to-exchange bindings ([`exchanges`]).
 //! A change is proposed through the group and applied on every node by [`Replica`], which
 //! updates the registries and the node's own tables, so recovery after a restart starts from
 //! them and the group's log replays what the node missed. The tree is seeded once, by the
@@ -13,7 +14,10 @@
 //! RabbitMQ's reset does).
 
 mod access;
+mod exchanges;
 mod vhosts;
+
+pub use exchanges::auto_delete_decider;
 
 use crate::broker::Broker;
 use crate::cluster::state_machine::Observer;
@@ -46,6 +50,7 @@ fn vhost_path(name: &str) -> Path {
 fn local_records(b: &Broker) -> Vec<Record> {
     let mut out = access::records(b);
     out.extend(vhosts::records(b));
+    out.extend(exchanges::records(b));
     out
 }
 
@@ -94,8 +99,17 @@ impl Observer for Replica {
     }
 }
 
+/// Whether a path under a vhost is an exchange's or a binding's.
+fn in_exchanges(path: &[String]) -> bool {
+    path.first().is_some_and(|r| r == VHOSTS)
+        && path
+            .get(2)
+            .is_some_and(|k| k == exchanges::EXCHANGES || k == exchanges::BINDINGS)
+}
+
 fn apply_put(b: &Broker, path: &[String], value: &[u8]) {
     let decoded = match path.first().map(String::as_str) {
+        _ if in_exchanges(path) => exchanges::apply_put(b, path, value),
         Some(access::USERS | access::USER_LIMITS | access::PERMISSIONS)
         | Some(access::TOPIC_PERMISSIONS) => access::apply_put(b, path, value),
         Some(VHOSTS | vhosts::GLOBAL_PARAMETERS) => vhosts::apply_put(b, path, value),
@@ -107,6 +121,9 @@ fn apply_put(b: &Broker, path: &[String], value: &[u8]) {
 }
 
 fn apply_delete(b: &Broker, path: &[String]) {
+    if in_exchanges(path) {
+        return exchanges::apply_delete(b, path);
+    }
     access::apply_delete(b, path);
     vhosts::apply_delete(b, path);
 }
@@ -127,14 +144,16 @@ fn adopt(b: &Broker, tree: &Tree) {
             apply_delete(b, path);
         }
     }
-    // Users and vhosts before what hangs off them (a user's limits sort before "users").
+    // Users and vhosts before what hangs off them (a user's limits sort before "users"),
+    // bindings after the exchanges they join.
     let mut puts: Vec<(&Path, &Vec<u8>)> = wanted
         .into_iter()
         .filter(|(path, value)| held.get(*path) != Some(*value))
         .collect();
     puts.sort_by_key(|(path, _)| match path.first().map(String::as_str) {
         Some(access::USERS) => 0,
-        Some(VHOSTS) => 1,
+        Some(VHOSTS) if path.len() == 2 => 1,
+        Some(VHOSTS) if path.get(2).is_some_and(|k| k == exchanges::BINDINGS) => 3,
         _ => 2,
     });
     for (path, value) in puts {

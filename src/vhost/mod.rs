@@ -4,16 +4,15 @@
 
 use crate::args::QueueArgs;
 use crate::error::{CoreError, CoreResult, Kind, Precondition, Refusal};
-use crate::exchange::{
-    parse_x_match, resolve_type, Binding, Destination, Exchange, ExchangeKind, DELAYED_TYPE,
-};
+use crate::exchange::{Binding, Destination, Exchange, ExchangeKind};
 use crate::queue::{QueueRef, QueueShared};
-use crate::store::{BindingDestination, BindingRecord, ExchangeRecord, Store};
+use crate::store::Store;
 use amq_protocol::types::{AMQPValue, FieldTable};
 use dashmap::DashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
+mod exchanges;
 mod limits;
 pub mod policies;
 pub mod publish;
@@ -21,6 +20,7 @@ mod queue_host;
 pub mod replies;
 mod routing;
 
+pub use exchanges::{AutoDeleteDecider, Decider};
 pub use limits::VhostLimits;
 
 /// Queue arguments RabbitMQ compares when a queue is redeclared.
@@ -88,6 +88,8 @@ pub struct VHost {
     pub policies: crate::policy::PolicySet,
     /// queue.declare calls, queues created and queues deleted (Prometheus churn metrics).
     pub queue_churn: [std::sync::atomic::AtomicU64; 3],
+    /// Who removes auto-delete exchanges left without bindings, when not the vhost itself.
+    auto_delete: exchanges::Decider,
 }
 
 /// Describes an argument value as RabbitMQ's inequivalence errors do.
@@ -129,6 +131,7 @@ impl VHost {
             limits: VhostLimits::default(),
             policies: Default::default(),
             queue_churn: Default::default(),
+            auto_delete: Default::default(),
         };
         for (x, kind, internal) in [
             ("", ExchangeKind::Direct, false),
@@ -166,105 +169,9 @@ impl VHost {
         Refusal::DefaultExchange.into()
     }
 
-    fn persist_exchange(&self, x: &Exchange) {
-        self.store.put_exchange(&ExchangeRecord {
-            vhost: &self.name,
-            name: &x.name,
-            kind: x.type_name(),
-            auto_delete: x.auto_delete,
-            internal: x.internal,
-            arguments: &x.arguments,
-        });
-    }
-
-    /// Whether a binding from `source` to `dest` survives a restart (both ends durable).
-    fn durable_binding(&self, source: &Exchange, dest: &Destination) -> bool {
-        source.durable
-            && match dest {
-                Destination::Queue(q) => q.store_id.is_some(),
-                Destination::Exchange(name) => self.exchanges.get(name).is_some_and(|x| x.durable),
-            }
-    }
-
-    /// A binding of `source` as the store records it.
-    fn binding_record<'a>(&'a self, source: &'a str, b: &'a Binding) -> BindingRecord<'a> {
-        BindingRecord {
-            vhost: &self.name,
-            source,
-            destination: match &b.destination {
-                Destination::Queue(q) => BindingDestination::Queue(&q.name),
-                Destination::Exchange(x) => BindingDestination::Exchange(x),
-            },
-            routing_key: &b.key,
-            arguments: &b.arguments,
-        }
-    }
-
-    fn add_binding(&self, x: &Exchange, b: Binding) {
-        let durable = self.durable_binding(x, &b.destination).then(|| b.clone());
-        if x.bindings_mut().add(b) {
-            if let Some(b) = durable {
-                self.store.put_binding(&self.binding_record(&x.name, &b));
-            }
-        }
-    }
-
-    fn forget_bindings(&self, source: &Exchange, gone: &[Binding]) {
-        for b in gone {
-            if self.durable_binding(source, &b.destination) {
-                self.store
-                    .delete_binding(&self.binding_record(&source.name, b));
-            }
-        }
-    }
-
-    /// Re-creates a durable exchange read from the store.
-    pub fn restore_exchange(
-        &self,
-        name: &str,
-        type_name: &str,
-        auto_delete: bool,
-        internal: bool,
-        arguments: FieldTable,
-    ) {
-        let Some((kind, delayed)) = resolve_type(type_name, &arguments) else {
-            return;
-        };
-        let mut x = Exchange::new(
-            name.to_owned(),
-            kind,
-            true,
-            auto_delete,
-            internal,
-            arguments,
-        );
-        if delayed {
-            x = x.into_delayed();
-        }
-        x.set_policy(self.policies.for_exchange(name));
-        self.exchanges.insert(name.to_owned(), Arc::new(x));
-    }
-
     /// Registers a queue read from the store.
     pub fn restore_queue(&self, q: QueueRef) {
         self.queues.insert(q.name.clone(), q);
-    }
-
-    /// Re-creates a durable binding read from the store.
-    pub fn restore_binding(
-        &self,
-        source: &str,
-        destination: Destination,
-        key: String,
-        arguments: FieldTable,
-    ) {
-        if let Some(x) = self.exchanges.get(source).map(|x| x.clone()) {
-            x.bindings_mut().add(Binding {
-                key,
-                destination,
-                arguments,
-            });
-        }
     }
 
     /// Looks an exchange up (404 when missing).
@@ -305,256 +212,6 @@ impl VHost {
         CoreError::Locked {
             queue: q.name.clone(),
             vhost: q.vhost.clone(),
-        }
-    }
-
-    /// exchange.declare.
-    pub fn exchange_declare(
-        &self,
-        name: &str,
-        type_name: &str,
-        o: &ExchangeOptions,
-    ) -> CoreResult<()> {
-        if name.is_empty() {
-            return Err(Self::default_exchange_refused());
-        }
-        if o.passive {
-            self.exchange(name)?;
-            return Ok(());
-        }
-        let (kind, delayed) = resolve_type(type_name, &o.arguments).ok_or_else(|| {
-            if type_name == DELAYED_TYPE {
-                Precondition::DelayedType
-            } else {
-                Precondition::ExchangeType(type_name.to_owned())
-            }
-        })?;
-        let existing = match self.exchanges.entry(name.to_owned()) {
-            dashmap::mapref::entry::Entry::Occupied(e) => e.get().clone(),
-            dashmap::mapref::entry::Entry::Vacant(e) => {
-                if name.starts_with("amq.") {
-                    return Err(Refusal::ReservedName {
-                        kind: Kind::Exchange,
-                        name: name.to_owned(),
-                    }
-                    .into());
-                }
-                let mut x = Exchange::new(
-                    name.to_owned(),
-                    kind,
-                    o.durable,
-                    o.auto_delete,
-                    o.internal,
-                    o.arguments.clone(),
-                );
-                if delayed {
-                    x = x.into_delayed();
-                }
-                x.set_policy(self.policies.for_exchange(name));
-                let x = Arc::new(x);
-                if x.durable {
-                    self.persist_exchange(&x);
-                }
-                e.insert(x);
-                return Ok(());
-            }
-        };
-        let neq = |arg: &str, got: String, cur: String| -> CoreError {
-            Precondition::Inequivalent {
-                kind: Kind::Exchange,
-                name: name.to_owned(),
-                vhost: self.name.clone(),
-                arg: arg.to_owned(),
-                received: format!("'{got}'"),
-                current: format!("'{cur}'"),
-            }
-            .into()
-        };
-        if existing.kind != kind || existing.delayed != delayed {
-            return Err(neq("type", type_name.into(), existing.type_name().into()));
-        }
-        if existing.durable != o.durable {
-            return Err(neq(
-                "durable",
-                o.durable.to_string(),
-                existing.durable.to_string(),
-            ));
-        }
-        if existing.auto_delete != o.auto_delete {
-            return Err(neq(
-                "auto_delete",
-                o.auto_delete.to_string(),
-                existing.auto_delete.to_string(),
-            ));
-        }
-        if existing.internal != o.internal {
-            return Err(neq(
-                "internal",
-                o.internal.to_string(),
-                existing.internal.to_string(),
-            ));
-        }
-        let key = "alternate-exchange";
-        let (a, b) = (
-            o.arguments.inner().get(key),
-            existing.arguments.inner().get(key),
-        );
-        if a != b {
-            return Err(Precondition::Inequivalent {
-                kind: Kind::Exchange,
-                name: name.to_owned(),
-                vhost: self.name.clone(),
-                arg: key.to_owned(),
-                received: value_text(a),
-                current: value_text(b),
-            }
-            .into());
-        }
-        Ok(())
-    }
-
-    /// exchange.delete.
-    pub fn exchange_delete(&self, name: &str, if_unused: bool) -> CoreResult<()> {
-        if name.is_empty() {
-            return Err(Self::default_exchange_refused());
-        }
-        if name.starts_with("amq.") && self.exchanges.contains_key(name) {
-            return Err(Refusal::SystemExchange {
-                name: name.to_owned(),
-                vhost: self.name.clone(),
-            }
-            .into());
-        }
-        let Ok(x) = self.exchange(name) else {
-            return Ok(());
-        };
-        if if_unused && !x.bindings().is_empty() {
-            return Err(Precondition::InUse {
-                kind: Kind::Exchange,
-                name: name.to_owned(),
-                vhost: self.name.clone(),
-            }
-            .into());
-        }
-        self.remove_exchange(name);
-        Ok(())
-    }
-
-    /// Removes an exchange, its bindings, and every binding that leads to it.
-    fn remove_exchange(&self, name: &str) {
-        let Some((_, x)) = self.exchanges.remove(name) else {
-            return;
-        };
-        x.mark_deleted();
-        let own: Vec<Binding> = x.bindings().list().to_vec();
-        self.forget_bindings(&x, &own);
-        if x.durable {
-            self.store.delete_exchange(&self.name, name);
-        }
-        self.remove_destination(&Destination::Exchange(name.to_owned()));
-    }
-
-    /// Removes the bindings to `dest` from every exchange, then deletes auto-delete exchanges
-    /// left without bindings.
-    fn remove_destination(&self, dest: &Destination) {
-        let mut emptied = Vec::new();
-        for x in self.exchanges() {
-            let (gone, empty) = {
-                let mut b = x.bindings_mut();
-                let gone = b.remove_destination(dest);
-                (gone, b.is_empty())
-            };
-            if gone.is_empty() {
-                continue;
-            }
-            self.forget_bindings(&x, &gone);
-            if empty && x.auto_delete {
-                emptied.push(x.name.clone());
-            }
-        }
-        for name in emptied {
-            self.remove_exchange(&name);
-        }
-    }
-
-    fn binding_endpoints(
-        &self,
-        source: &str,
-        destination_exchange: Option<&str>,
-    ) -> CoreResult<Arc<Exchange>> {
-        if source.is_empty() || destination_exchange == Some("") {
-            return Err(Self::default_exchange_refused());
-        }
-        let x = self.exchange(source)?;
-        if let Some(d) = destination_exchange {
-            self.exchange(d)?;
-        }
-        Ok(x)
-    }
-
-    fn check_binding_args(x: &Exchange, args: &FieldTable) -> CoreResult<()> {
-        if x.kind == ExchangeKind::Headers {
-            parse_x_match(args).map_err(Precondition::BindingArgs)?;
-        }
-        Ok(())
-    }
-
-    /// exchange.bind (destination receives what source routes).
-    pub fn exchange_bind(
-        &self,
-        destination: &str,
-        source: &str,
-        key: &str,
-        args: &FieldTable,
-    ) -> CoreResult<()> {
-        let x = self.binding_endpoints(source, Some(destination))?;
-        Self::check_binding_args(&x, args)?;
-        self.add_binding(
-            &x,
-            Binding {
-                key: key.to_owned(),
-                destination: Destination::Exchange(destination.to_owned()),
-                arguments: args.clone(),
-            },
-        );
-        Ok(())
-    }
-
-    /// exchange.unbind; unbinding from or to a missing exchange succeeds, as in RabbitMQ.
-    pub fn exchange_unbind(
-        &self,
-        destination: &str,
-        source: &str,
-        key: &str,
-        args: &FieldTable,
-    ) -> CoreResult<()> {
-        if source.is_empty() || destination.is_empty() {
-            return Err(Self::default_exchange_refused());
-        }
-        if let Ok(x) = self.exchange(source) {
-            self.unbind(
-                &x,
-                Binding {
-                    key: key.to_owned(),
-                    destination: Destination::Exchange(destination.to_owned()),
-                    arguments: args.clone(),
-                },
-            );
-        }
-        Ok(())
-    }
-
-    fn unbind(&self, x: &Exchange, b: Binding) {
-        let (removed, now_empty) = {
-            let mut bs = x.bindings_mut();
-            let removed = bs.remove(&b);
-            (removed, bs.is_empty())
-        };
-        if removed {
-            self.forget_bindings(x, std::slice::from_ref(&b));
-        }
-        if removed && now_empty && x.auto_delete {
-            self.remove_exchange(&x.name);
         }
     }
 
@@ -712,11 +369,12 @@ impl VHost {
         self.check_exclusive(&q, connection)?;
         self.unbind(
             &x,
-            Binding {
+            &Binding {
                 key: key.to_owned(),
                 destination: Destination::Queue(q),
                 arguments: args.clone(),
             },
+            exchanges::Cascade::Yes,
         );
         Ok(())
     }
@@ -752,7 +410,7 @@ impl VHost {
         {
             self.queue_churn[2].fetch_add(1, Ordering::Relaxed);
         }
-        self.remove_destination(&Destination::Queue(q.clone()));
+        self.remove_destination(&Destination::Queue(q.clone()), exchanges::Cascade::Yes);
     }
 }
 

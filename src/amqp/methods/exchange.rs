@@ -22,7 +22,7 @@ impl Session {
         Ok(())
     }
 
-    pub(super) fn exchange_declare(
+    pub(super) async fn exchange_declare(
         &mut self,
         ch: &mut Channel,
         d: exchange::Declare,
@@ -36,17 +36,16 @@ impl Session {
                 "alternate-exchange",
             )?;
         }
-        self.vhost.exchange_declare(
-            d.exchange.as_str(),
-            d.kind.as_str(),
-            &ExchangeOptions {
-                passive: d.passive,
-                durable: d.durable,
-                auto_delete: d.auto_delete,
-                internal: d.internal,
-                arguments: d.arguments,
-            },
-        )?;
+        let options = ExchangeOptions {
+            passive: d.passive,
+            durable: d.durable,
+            auto_delete: d.auto_delete,
+            internal: d.internal,
+            arguments: d.arguments,
+        };
+        self.broker
+            .declare_exchange(&self.vhost, d.exchange.as_str(), d.kind.as_str(), &options)
+            .await?;
         if !d.nowait {
             self.send_method(
                 ch.id,
@@ -56,7 +55,7 @@ impl Session {
         Ok(())
     }
 
-    pub(super) fn exchange_delete(
+    pub(super) async fn exchange_delete(
         &mut self,
         ch: &mut Channel,
         d: exchange::Delete,
@@ -64,8 +63,9 @@ impl Session {
         if !d.exchange.as_str().is_empty() {
             self.authorize(Access::Configure, Kind::Exchange, d.exchange.as_str())?;
         }
-        self.vhost
-            .exchange_delete(d.exchange.as_str(), d.if_unused)?;
+        self.broker
+            .delete_exchange(&self.vhost, d.exchange.as_str(), d.if_unused)
+            .await?;
         if !d.nowait {
             self.send_method(
                 ch.id,
@@ -75,18 +75,25 @@ impl Session {
         Ok(())
     }
 
-    pub(super) fn exchange_bind(&mut self, ch: &mut Channel, b: exchange::Bind) -> AmqpResult<()> {
+    pub(super) async fn exchange_bind(
+        &mut self,
+        ch: &mut Channel,
+        b: exchange::Bind,
+    ) -> AmqpResult<()> {
         self.authorize_binding(
             b.destination.as_str(),
             b.source.as_str(),
             b.routing_key.as_str(),
         )?;
-        self.vhost.exchange_bind(
-            b.destination.as_str(),
-            b.source.as_str(),
-            b.routing_key.as_str(),
-            &b.arguments,
-        )?;
+        self.broker
+            .bind_exchange(
+                &self.vhost,
+                b.destination.as_str(),
+                b.source.as_str(),
+                b.routing_key.as_str(),
+                &b.arguments,
+            )
+            .await?;
         if !b.nowait {
             self.send_method(
                 ch.id,
@@ -96,7 +103,7 @@ impl Session {
         Ok(())
     }
 
-    pub(super) fn exchange_unbind(
+    pub(super) async fn exchange_unbind(
         &mut self,
         ch: &mut Channel,
         u: exchange::Unbind,
@@ -106,12 +113,15 @@ impl Session {
             u.source.as_str(),
             u.routing_key.as_str(),
         )?;
-        self.vhost.exchange_unbind(
-            u.destination.as_str(),
-            u.source.as_str(),
-            u.routing_key.as_str(),
-            &u.arguments,
-        )?;
+        self.broker
+            .unbind_exchange(
+                &self.vhost,
+                u.destination.as_str(),
+                u.source.as_str(),
+                u.routing_key.as_str(),
+                &u.arguments,
+            )
+            .await?;
         if !u.nowait {
             self.send_method(
                 ch.id,

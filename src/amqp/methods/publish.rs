@@ -138,7 +138,9 @@ impl Session {
         // A whole message is in: under a resource alarm, the connection blocks after it.
         self.published = true;
         if let Some(tx) = ch.tx.as_mut() {
-            self.vhost.exchange(publish.exchange.as_str())?;
+            self.broker
+                .find_exchange(&self.vhost, publish.exchange.as_str())
+                .await?;
             tx.publishes.push((publish, msg));
             return Ok(());
         }
@@ -161,7 +163,7 @@ impl Session {
         msg: Arc<Message>,
         waiters: Option<&mut Waiters>,
     ) -> AmqpResult<()> {
-        let x = self.exchange_for_publish(p.exchange.as_str())?;
+        let x = self.exchange_for_publish(p.exchange.as_str()).await?;
         self.vhost.check_publish(
             &x,
             &self.user,
@@ -236,7 +238,7 @@ impl Session {
     }
 
     /// The exchange named by a publish, from the one-entry cache when it is still current.
-    fn exchange_for_publish(&mut self, name: &str) -> AmqpResult<Arc<Exchange>> {
+    async fn exchange_for_publish(&mut self, name: &str) -> AmqpResult<Arc<Exchange>> {
         if let Some(x) = &self.exchange_cache {
             if x.name == name && !x.is_deleted() {
                 return Ok(x.clone());
@@ -245,7 +247,7 @@ impl Session {
         // Checked on a cache miss only: later publishes to the same exchange reuse the decision,
         // as RabbitMQ's channels cache theirs.
         self.authorize(crate::permissions::Access::Write, Kind::Exchange, name)?;
-        let x = self.vhost.exchange(name)?;
+        let x = self.broker.find_exchange(&self.vhost, name).await?;
         self.exchange_cache = Some(x.clone());
         Ok(x)
     }

@@ -78,17 +78,20 @@ impl Session {
         Ok(())
     }
 
-    pub(super) fn queue_bind(&mut self, ch: &mut Channel, b: queue::Bind) -> AmqpResult<()> {
+    pub(super) async fn queue_bind(&mut self, ch: &mut Channel, b: queue::Bind) -> AmqpResult<()> {
         self.authorize(Access::Write, Kind::Queue, b.queue.as_str())?;
         self.authorize(Access::Read, Kind::Exchange, b.exchange.as_str())?;
         self.authorize_topic_read(b.exchange.as_str(), b.routing_key.as_str())?;
-        self.vhost.queue_bind(
-            b.queue.as_str(),
-            b.exchange.as_str(),
-            b.routing_key.as_str(),
-            &b.arguments,
-            self.id,
-        )?;
+        self.broker
+            .bind_queue(
+                &self.vhost,
+                b.queue.as_str(),
+                b.exchange.as_str(),
+                b.routing_key.as_str(),
+                &b.arguments,
+                self.id,
+            )
+            .await?;
         if !b.nowait {
             self.send_method(
                 ch.id,

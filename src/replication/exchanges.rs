@@ -1,0 +1,504 @@
+//! Exchanges and exchange-to-exchange bindings in the tree: `["vhosts", v, "exchanges", x]`
+//! -> the exchange's type, flags and arguments (store encodings), and
+//! `["vhosts", v, "bindings", "x", destination, source, key, args]` -> nothing, `args` being
+//! the hex of the binding's arguments as an AMQP table, so bindings that differ only in their
+//! arguments are distinct paths. Bindings live under their destination, so removing one
+//! removes what leads to it by prefix; the source sits at one index, so `DeleteWhere` and
+//! `IfNoneBelow` find an exchange's own bindings. The predeclared exchanges (`""`, `amq.*`)
+//! exist on every node and are not in the tree.
+//!
+//! Bindings to queues stay on the queue's node until queue definitions are replicated.
+//! Auto-delete exchanges go through the group like any removal: the proposer adds an
+//! `IfNoneBelow` guard, so every node removes the exchange exactly when the replicated
+//! bindings say it has none left; an operation that is not replicated (a queue unbound or
+//! deleted) hands its decision to [`auto_delete_decider`], which proposes the same guard.
+
+use super::{unavailable, Record, VHOSTS};
+use crate::broker::Broker;
+use crate::cluster::types::{Command, Path};
+use crate::error::{CoreError, CoreResult};
+use crate::exchange::{Binding, Destination, Exchange};
+use crate::store::schema::{decode_parts, decode_table, encode_parts, encode_table, flags};
+use crate::vhost::{AutoDeleteDecider, ExchangeOptions, VHost};
+use amq_protocol::types::FieldTable;
+use std::sync::Arc;
+
+/// Where a vhost's exchanges live below it.
+pub(super) const EXCHANGES: &str = "exchanges";
+/// Where a vhost's bindings live below it.
+pub(super) const BINDINGS: &str = "bindings";
+/// The destination kind of exchange-to-exchange bindings.
+const TO_EXCHANGE: &str = "x";
+/// The index of a binding path's source.
+const SOURCE_AT: usize = 5;
+
+fn exchange_path(vhost: &str, name: &str) -> Path {
+    vec![VHOSTS.into(), vhost.into(), EXCHANGES.into(), name.into()]
+}
+
+fn bindings_root(vhost: &str) -> Path {
+    vec![VHOSTS.into(), vhost.into(), BINDINGS.into()]
+}
+
+fn bindings_to(vhost: &str, exchange: &str) -> Path {
+    let mut p = bindings_root(vhost);
+    p.extend([TO_EXCHANGE.into(), exchange.into()]);
+    p
+}
+
+fn binding_path(vhost: &str, source: &str, b: &Binding, destination: &str) -> Path {
+    let mut p = bindings_to(vhost, destination);
+    p.extend([
+        source.into(),
+        b.key.clone(),
+        hex(&encode_table(&b.arguments)),
+    ]);
+    p
+}
+
+fn hex(bytes: &[u8]) -> String {
+    use std::fmt::Write;
+    bytes.iter().fold(String::new(), |mut s, b| {
+        let _ = write!(s, "{b:02x}");
+        s
+    })
+}
+
+fn unhex(s: &str) -> Option<Vec<u8>> {
+    if !s.len().is_multiple_of(2) {
+        return None;
+    }
+    (0..s.len())
+        .step_by(2)
+        .map(|i| s.get(i..i + 2).and_then(|d| u8::from_str_radix(d, 16).ok()))
+        .collect()
+}
+
+/// Whether an exchange exists on every node without being in the tree.
+fn predeclared(name: &str) -> bool {
+    name.is_empty() || name.starts_with("amq.")
+}
+
+fn encode_exchange(type_name: &str, o: &ExchangeOptions) -> Vec<u8> {
+    let mut f = 0;
+    for (set, bit) in [
+        (o.durable, flags::DURABLE),
+        (o.auto_delete, flags::AUTO_DELETE),
+        (o.internal, flags::INTERNAL),
+    ] {
+        if set {
+            f |= bit;
+        }
+    }
+    encode_parts(&[type_name.as_bytes(), &[f], &encode_table(&o.arguments)])
+}
+
+fn decode_exchange(bytes: &[u8]) -> Option<(String, ExchangeOptions)> {
+    let parts = decode_parts(bytes)?;
+    let [kind, f, args] = parts.as_slice() else {
+        return None;
+    };
+    let f = *f.first()?;
+    Some((
+        String::from_utf8(kind.to_vec()).ok()?,
+        ExchangeOptions {
+            passive: false,
+            durable: f & flags::DURABLE != 0,
+            auto_delete: f & flags::AUTO_DELETE != 0,
+            internal: f & flags::INTERNAL != 0,
+            arguments: decode_table(args)?,
+        },
+    ))
+}
+
+/// This node's exchanges (but the predeclared ones) and exchange-to-exchange bindings, as
+/// tree records.
+pub(super) fn records(b: &Broker) -> Vec<Record> {
+    let mut out = Vec::new();
+    for v in b.vhosts() {
+        for x in v.exchanges() {
+            if !predeclared(&x.name) {
+                let o = ExchangeOptions {
+                    passive: false,
+                    durable: x.durable,
+                    auto_delete: x.auto_delete,
+                    internal: x.internal,
+                    arguments: x.arguments.clone(),
+                };
+                out.push((
+                    exchange_path(&v.name, &x.name),
+                    encode_exchange(x.type_name(), &o),
+                ));
+            }
+            for bd in x.bindings().list() {
+                if let Destination::Exchange(d) = &bd.destination {
+                    out.push((binding_path(&v.name, &x.name, bd, d), Vec::new()));
+                }
+            }
+        }
+    }
+    out
+}
+
+/// The binding a binding path names: its vhost, source and the binding.
+fn binding_of(path: &[String]) -> Option<(&str, &str, Binding)> {
+    let [_, vhost, _, kind, destination, source, key, args] = path else {
+        return None;
+    };
+    if kind != TO_EXCHANGE {
+        return None;
+    }
+    let arguments = decode_table(&unhex(args)?)?;
+    Some((
+        vhost,
+        source,
+        Binding {
+            key: key.clone(),
+            destination: Destination::Exchange(destination.clone()),
+            arguments,
+        },
+    ))
+}
+
+/// Applies a put of an exchange or a binding; false when it does not decode.
+pub(super) fn apply_put(b: &Broker, path: &[String], value: &[u8]) -> bool {
+    match path {
+        [_, vhost, kind, name] if kind == EXCHANGES => {
+            let Some((type_name, o)) = decode_exchange(value) else {
+                return false;
+            };
+            match b.vhost(vhost) {
+                Some(v) => v.install_exchange(name, &type_name, &o, true),
+                None => true,
+            }
+        }
+        [_, _, kind, ..] if kind == BINDINGS => match binding_of(path) {
+            Some((vhost, source, binding)) => {
+                if let Some(v) = b.vhost(vhost) {
+                    v.install_binding(source, binding);
+                }
+                true
+            }
+            None => false,
+        },
+        _ => true,
+    }
+}
+
+/// Applies a delete of an exchange or a binding.
+pub(super) fn apply_delete(b: &Broker, path: &[String]) {
+    match path {
+        [_, vhost, kind, name] if kind == EXCHANGES => {
+            if let Some(v) = b.vhost(vhost) {
+                v.drop_exchange(name);
+            }
+        }
+        [_, _, kind, ..] if kind == BINDINGS => {
+            if let Some((vhost, source, binding)) = binding_of(path) {
+                if let Some(v) = b.vhost(vhost) {
+                    v.drop_binding(source, &binding);
+                }
+            }
+        }
+        _ => {}
+    }
+}
+
+/// Removes an exchange, its bindings and those to it.
+fn removal(vhost: &str, name: &str) -> Vec<Command> {
+    vec![
+        Command::Delete {
+            path: exchange_path(vhost, name),
+        },
+        Command::DeleteWhere {
+            prefix: bindings_root(vhost),
+            at: SOURCE_AT,
+            name: name.into(),
+        },
+        Command::DeleteWhere {
+            prefix: bindings_to(vhost, name),
+            at: SOURCE_AT - 1,
+            name: name.into(),
+        },
+    ]
+}
+
+/// Removes an auto-delete exchange when, by then, no binding has it as its source.
+fn auto_removal(vhost: &str, name: &str) -> Command {
+    Command::IfNoneBelow {
+        prefix: bindings_root(vhost),
+        at: SOURCE_AT,
+        name: name.into(),
+        then: removal(vhost, name),
+    }
+}
+
+/// `then`, applied only while every exchange of `names` that is in the tree exists.
+fn with_exchanges(vhost: &str, names: &[&str], then: Command) -> Command {
+    names
+        .iter()
+        .rev()
+        .filter(|n| !predeclared(n))
+        .fold(then, |then, n| Command::IfPresent {
+            path: exchange_path(vhost, n),
+            then: vec![then],
+        })
+}
+
+/// What proposes the removal of auto-delete exchanges that this node's own operations left
+/// without bindings (a queue unbound or deleted), for the vhosts of `b`.
+pub fn auto_delete_decider(b: &Arc<Broker>) -> AutoDeleteDecider {
+    let broker = Arc::downgrade(b);
+    Arc::new(move |v: &VHost, name: &str| {
+        let Some(b) = broker.upgrade() else {
+            return;
+        };
+        // A vhost being deleted takes its exchanges with it.
+        if !b.vhost(&v.name).is_some_and(|cur| std::ptr::eq(&*cur, v)) {
+            return;
+        }
+        let (Some(node), Ok(rt)) = (
+            b.cluster.get().cloned(),
+            tokio::runtime::Handle::try_current(),
+        ) else {
+            return;
+        };
+        let cmd = auto_removal(&v.name, name);
+        rt.spawn(async move {
+            if let Err(e) = node.write(cmd).await {
+                tracing::warn!(error = %e, "auto-delete exchange not removed");
+            }
+        });
+    })
+}
+
+impl Broker {
+    /// An exchange by name, with a miss confirmed against the cluster
+    /// ([`Broker::catch_up`]): one declared on another node a moment ago is found.
+    pub async fn find_exchange(&self, v: &VHost, name: &str) -> CoreResult<Arc<Exchange>> {
+        match v.exchange(name) {
+            Err(CoreError::NotFound { .. }) if self.catch_up().await => v.exchange(name),
+            found => found,
+        }
+    }
+
+    /// queue.bind; a missing exchange is confirmed against the cluster first (the queue is
+    /// this node's own).
+    pub async fn bind_queue(
+        &self,
+        v: &VHost,
+        queue: &str,
+        exchange: &str,
+        key: &str,
+        args: &FieldTable,
+        connection: u64,
+    ) -> CoreResult<()> {
+        match v.queue_bind(queue, exchange, key, args, connection) {
+            Err(CoreError::NotFound { .. }) if self.catch_up().await => {
+                v.queue_bind(queue, exchange, key, args, connection)
+            }
+            done => done,
+        }
+    }
+
+    /// exchange.declare, through the cluster when the node is in one: an exchange already
+    /// here is answered here; a new one is created by the group (the first of racing
+    /// declares wins, the others are checked for equivalence against it).
+    pub async fn declare_exchange(
+        &self,
+        v: &VHost,
+        name: &str,
+        type_name: &str,
+        o: &ExchangeOptions,
+    ) -> CoreResult<()> {
+        let Some(node) = self.cluster.get() else {
+            return v.exchange_declare(name, type_name, o);
+        };
+        let checks = match v.exchange_declare_checks(name, type_name, o) {
+            Err(CoreError::NotFound { .. }) if self.catch_up().await => {
+                v.exchange_declare_checks(name, type_name, o)
+            }
+            other => other,
+        };
+        if checks?.is_none() {
+            return Ok(());
+        }
+        let cmd = Command::IfPresent {
+            path: super::vhost_path(&v.name),
+            then: vec![Command::Create {
+                path: exchange_path(&v.name, name),
+                value: encode_exchange(type_name, o),
+            }],
+        };
+        let reply = node.write(cmd).await.map_err(unavailable)?;
+        match reply.before.as_slice() {
+            [Some(_), None] => Ok(()),
+            [Some(_), Some(_)] => v.exchange_declare_checks(name, type_name, o).map(|_| ()),
+            _ => Err(CoreError::Unavailable(format!(
+                "vhost '{}' was deleted",
+                v.name
+            ))),
+        }
+    }
+
+    /// exchange.delete, through the cluster when the node is in one, with the auto-delete
+    /// exchanges whose only bindings led to it.
+    pub async fn delete_exchange(&self, v: &VHost, name: &str, if_unused: bool) -> CoreResult<()> {
+        let Some(node) = self.cluster.get() else {
+            return v.exchange_delete(name, if_unused);
+        };
+        if v.exchange_delete_checks(name, if_unused)?.is_none() {
+            return Ok(());
+        }
+        let mut batch = removal(&v.name, name);
+        for s in v.exchanges() {
+            let only_to_it = {
+                let bindings = s.bindings();
+                let list = bindings.list();
+                !list.is_empty()
+                    && list
+                        .iter()
+                        .all(|b| matches!(&b.destination, Destination::Exchange(d) if d == name))
+            };
+            if s.auto_delete && s.name != name && only_to_it {
+                batch.push(auto_removal(&v.name, &s.name));
+            }
+        }
+        node.write(Command::Batch(batch))
+            .await
+            .map_err(unavailable)?;
+        Ok(())
+    }
+
+    /// exchange.bind, through the cluster when the node is in one.
+    pub async fn bind_exchange(
+        &self,
+        v: &VHost,
+        destination: &str,
+        source: &str,
+        key: &str,
+        args: &FieldTable,
+    ) -> CoreResult<()> {
+        let Some(node) = self.cluster.get() else {
+            return v.exchange_bind(destination, source, key, args);
+        };
+        if let Err(CoreError::NotFound { .. }) = v.exchange_bind_checks(destination, source, args) {
+            self.catch_up().await;
+        }
+        v.exchange_bind_checks(destination, source, args)?;
+        let b = Binding {
+            key: key.to_owned(),
+            destination: Destination::Exchange(destination.to_owned()),
+            arguments: args.clone(),
+        };
+        let put = Command::Put {
+            path: binding_path(&v.name, source, &b, destination),
+            value: Vec::new(),
+        };
+        let ends = [source, destination];
+        let guards = ends.iter().filter(|n| !predeclared(n)).count();
+        let reply = node
+            .write(with_exchanges(&v.name, &ends, put))
+            .await
+            .map_err(unavailable)?;
+        // A guard stopped it: an end was deleted meanwhile (the checks name which).
+        if reply.before.len() <= guards {
+            v.exchange_bind_checks(destination, source, args)?;
+        }
+        Ok(())
+    }
+
+    /// exchange.unbind, through the cluster when the node is in one, with the source when it
+    /// is auto-delete and this was its last binding.
+    pub async fn unbind_exchange(
+        &self,
+        v: &VHost,
+        destination: &str,
+        source: &str,
+        key: &str,
+        args: &FieldTable,
+    ) -> CoreResult<()> {
+        let Some(node) = self.cluster.get() else {
+            return v.exchange_unbind(destination, source, key, args);
+        };
+        if source.is_empty() || destination.is_empty() {
+            return v.exchange_unbind(destination, source, key, args);
+        }
+        let b = Binding {
+            key: key.to_owned(),
+            destination: Destination::Exchange(destination.to_owned()),
+            arguments: args.clone(),
+        };
+        let mut batch = vec![Command::Delete {
+            path: binding_path(&v.name, source, &b, destination),
+        }];
+        if let Ok(x) = v.exchange(source) {
+            let last = matches!(x.bindings().list(), [only] if only.same(&b));
+            if x.auto_delete && last {
+                batch.push(auto_removal(&v.name, source));
+            }
+        }
+        node.write(Command::Batch(batch))
+            .await
+            .map_err(unavailable)?;
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use amq_protocol::types::{AMQPValue, LongString};
+
+    fn table(pairs: &[(&str, AMQPValue)]) -> FieldTable {
+        let mut t = FieldTable::default();
+        for (k, v) in pairs {
+            t.insert((*k).into(), v.clone());
+        }
+        t
+    }
+
+    #[test]
+    fn an_exchange_value_decodes_to_what_was_encoded() {
+        let o = ExchangeOptions {
+            passive: false,
+            durable: true,
+            auto_delete: false,
+            internal: true,
+            arguments: table(&[(
+                "alternate-exchange",
+                AMQPValue::LongString(LongString::from("ae")),
+            )]),
+        };
+        let (kind, back) = decode_exchange(&encode_exchange("topic", &o)).expect("decodes");
+        assert_eq!(kind, "topic");
+        assert_eq!(
+            (back.durable, back.auto_delete, back.internal),
+            (true, false, true)
+        );
+        assert_eq!(back.arguments, o.arguments);
+        assert!(decode_exchange(b"junk").is_none());
+    }
+
+    #[test]
+    fn a_binding_path_names_its_binding_and_arguments_tell_bindings_apart() {
+        let b = |n: i32| Binding {
+            key: "k.#".into(),
+            destination: Destination::Exchange("dest".into()),
+            arguments: table(&[("x-n", AMQPValue::LongInt(n))]),
+        };
+        let path = binding_path("/", "src", &b(1), "dest");
+        assert_ne!(path, binding_path("/", "src", &b(2), "dest"));
+        assert_eq!(path.get(SOURCE_AT).map(String::as_str), Some("src"));
+        let (vhost, source, back) = binding_of(&path).expect("a binding path");
+        assert_eq!((vhost, source), ("/", "src"));
+        assert!(back.same(&b(1)));
+        let mut bad = path.clone();
+        if let Some(args) = bad.last_mut() {
+            args.push('z');
+        }
+        assert!(binding_of(&bad).is_none(), "odd hex is refused");
+        assert_eq!(unhex(&hex(&[0, 15, 255])), Some(vec![0, 15, 255]));
+        assert!(unhex("0g").is_none());
+    }
+}
