@@ -105,6 +105,10 @@ pub struct Config {
     pub cluster_secret: Option<String>,
     /// A file holding the secret instead (trailing whitespace ignored).
     pub cluster_secret_file: Option<PathBuf>,
+    /// Inter-node connections over TLS, both ways verified: each node presents `tls_cert`
+    /// (with `tls_key`) and accepts only peers whose certificate `tls_ca` signed, as
+    /// RabbitMQ's inter-node TLS does with the listeners' certificates.
+    pub cluster_tls: bool,
     /// The seed list (RabbitMQ's `cluster_formation.classic_config.nodes`): entries
     /// `NAME@HOST[:PORT]` (port 25672 when omitted). Nodes that find their `node_name` in it
     /// form the cluster from it; others join it through its nodes. Entries are checked when the
@@ -202,6 +206,7 @@ impl Default for Config {
             cluster_advertise: None,
             cluster_secret: None,
             cluster_secret_file: None,
+            cluster_tls: false,
             cluster_nodes: Vec::new(),
         }
     }
@@ -330,6 +335,13 @@ impl Config {
                     .into(),
             ));
         }
+        if self.cluster_tls
+            && (self.tls_cert.is_none() || self.tls_key.is_none() || self.tls_ca.is_none())
+        {
+            return Err(ConfigError::Invalid(
+                "cluster_tls needs tls_cert, tls_key and tls_ca".into(),
+            ));
+        }
         if self.auth_mechanisms.is_empty() {
             return Err(ConfigError::Invalid(
                 "auth_mechanisms must name at least one mechanism".into(),
@@ -389,6 +401,16 @@ mod tests {
         .expect("parses");
         c.validate().expect("valid");
         assert_eq!(c.cluster_secret().expect("secret"), Some(b"s".to_vec()));
+    }
+
+    #[test]
+    fn cluster_tls_needs_a_certificate_a_key_and_a_ca() {
+        let p = std::path::Path::new("x.toml");
+        let partial = "cluster_tls = true\ntls_cert = \"c.pem\"\ntls_key = \"k.pem\"";
+        let c = Config::from_toml(partial, p).expect("parses");
+        assert!(c.validate().is_err());
+        let c = Config::from_toml(&format!("{partial}\ntls_ca = \"ca.pem\""), p).expect("parses");
+        c.validate().expect("valid");
     }
 
     #[test]

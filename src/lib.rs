@@ -151,6 +151,7 @@ async fn start_cluster(broker: &Arc<Broker>) -> std::io::Result<()> {
         .map_err(invalid)?;
     let mut node_config = cluster::NodeConfig::new(&cfg.node_name, cfg.cluster_listen, secret);
     node_config.advertise = cfg.cluster_advertise.clone();
+    node_config.tls = crate::tls::peer_tls(cfg).map_err(|e| invalid(e.to_string()))?;
     let observer = replication::Replica::new(broker);
     let node = cluster::boot::start(broker.store.clone(), node_config, seeds, Some(observer))
         .await

@@ -99,6 +99,64 @@ pub fn acceptor(config: &Config) -> Result<Option<TlsAcceptor>, TlsError> {
     Ok(Some(TlsAcceptor::from(Arc::new(server))))
 }
 
+/// Both sides of inter-node TLS (`cluster_tls`): the acceptor for peers that connect, which
+/// requires a certificate signed by `tls_ca`, and the connector for peers this node reaches,
+/// which presents `tls_cert` and verifies the peer against `tls_ca`.
+#[derive(Clone)]
+pub struct PeerTls {
+    /// For accepted inter-node connections.
+    pub acceptor: TlsAcceptor,
+    /// For inter-node connections this node opens.
+    pub connector: tokio_rustls::TlsConnector,
+}
+
+impl std::fmt::Debug for PeerTls {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("PeerTls")
+    }
+}
+
+/// Builds inter-node TLS from `tls_cert`, `tls_key` and `tls_ca`; None unless `cluster_tls`.
+pub fn peer_tls(config: &Config) -> Result<Option<PeerTls>, TlsError> {
+    if !config.cluster_tls {
+        return Ok(None);
+    }
+    let (Some(cert), Some(key), Some(ca)) = (&config.tls_cert, &config.tls_key, &config.tls_ca)
+    else {
+        return Err(TlsError::Setup(
+            "cluster_tls needs tls_cert, tls_key and tls_ca".into(),
+        ));
+    };
+    let chain = certificates(cert)?;
+    let key = PrivateKeyDer::from_pem_file(key).map_err(|e| file_error(key, e))?;
+    let mut roots = RootCertStore::empty();
+    for c in certificates(ca)? {
+        roots.add(c).map_err(|e| file_error(ca, e))?;
+    }
+    let roots = Arc::new(roots);
+    let setup = |e: tokio_rustls::rustls::Error| TlsError::Setup(e.to_string());
+    let provider = Arc::new(tokio_rustls::rustls::crypto::aws_lc_rs::default_provider());
+    let verifier = WebPkiClientVerifier::builder_with_provider(roots.clone(), provider.clone())
+        .build()
+        .map_err(|e| TlsError::Setup(e.to_string()))?;
+    let server = ServerConfig::builder_with_provider(provider.clone())
+        .with_safe_default_protocol_versions()
+        .map_err(setup)?
+        .with_client_cert_verifier(verifier)
+        .with_single_cert(chain.clone(), key.clone_key())
+        .map_err(setup)?;
+    let client = tokio_rustls::rustls::ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .map_err(setup)?
+        .with_root_certificates(roots)
+        .with_client_auth_cert(chain, key)
+        .map_err(setup)?;
+    Ok(Some(PeerTls {
+        acceptor: TlsAcceptor::from(Arc::new(server)),
+        connector: tokio_rustls::TlsConnector::from(Arc::new(client)),
+    }))
+}
+
 /// The user name a verified client certificate stands for (RabbitMQ's `ssl_cert_login_from`).
 pub fn cert_user_name(der: &[u8], from: CertLoginFrom) -> Option<String> {
     let (_, cert) = x509_parser::parse_x509_certificate(der).ok()?;

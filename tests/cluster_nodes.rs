@@ -31,6 +31,11 @@ struct Spec {
 }
 
 fn spec(name: &str, cluster_port: u16, secret: &str, seeds: &[String]) -> Spec {
+    spec_with(name, cluster_port, secret, seeds, "")
+}
+
+/// A node's spec with `extra` lines appended to its config.
+fn spec_with(name: &str, cluster_port: u16, secret: &str, seeds: &[String], extra: &str) -> Spec {
     let dir = tempfile::tempdir().expect("dir");
     let http = SocketAddr::from(([127, 0, 0, 1], free_port()));
     let amqp = free_port();
@@ -43,7 +48,7 @@ fn spec(name: &str, cluster_port: u16, secret: &str, seeds: &[String]) -> Spec {
          node_name = \"{name}\"\n\
          cluster_listen = \"127.0.0.1:{cluster_port}\"\n\
          cluster_secret = \"{secret}\"\n\
-         cluster_nodes = [{seeds}]\n",
+         cluster_nodes = [{seeds}]\n{extra}",
         data = dir.path().join("data"),
         seeds = seeds.join(", "),
     );
@@ -756,6 +761,105 @@ async fn exchanges_and_their_bindings_made_on_one_node_route_and_go_on_every_nod
             .unwrap_or_default();
         names.retain(|n| !n.is_empty() && !n.starts_with("amq."));
         assert_eq!(names, vec!["late", "orders"], "exchanges at {at}");
+    }
+    drop(specs);
+}
+
+/// A CA and a node certificate it signed (for 127.0.0.1, usable as server and as client), as
+/// PEM files in `dir`: the `tls_*` lines of a node's config.
+fn node_pki(dir: &std::path::Path, ca_name: &str) -> String {
+    use rcgen::{BasicConstraints, CertificateParams, ExtendedKeyUsagePurpose, IsCa, Issuer};
+    let mut ca = CertificateParams::new(Vec::<String>::new()).expect("params");
+    ca.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+    ca.distinguished_name
+        .push(rcgen::DnType::CommonName, ca_name);
+    let ca_key = rcgen::KeyPair::generate().expect("key");
+    let ca_pem = ca.self_signed(&ca_key).expect("ca").pem();
+    let issuer = Issuer::new(ca, ca_key);
+    let mut leaf = CertificateParams::new(vec!["127.0.0.1".to_string()]).expect("params");
+    leaf.extended_key_usages = vec![
+        ExtendedKeyUsagePurpose::ServerAuth,
+        ExtendedKeyUsagePurpose::ClientAuth,
+    ];
+    let key = rcgen::KeyPair::generate().expect("key");
+    let cert = leaf.signed_by(&key, &issuer).expect("sign");
+    let files = [
+        ("ca.pem", ca_pem),
+        ("node.pem", cert.pem()),
+        ("node.key", key.serialize_pem()),
+    ];
+    for (f, pem) in &files {
+        std::fs::write(dir.join(f), pem).expect("pem");
+    }
+    format!(
+        "cluster_tls = true\ntls_ca = {:?}\ntls_cert = {:?}\ntls_key = {:?}\n",
+        dir.join("ca.pem"),
+        dir.join("node.pem"),
+        dir.join("node.key")
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn over_cluster_tls_nodes_form_and_replicate_and_a_peer_the_ca_did_not_sign_stays_out() {
+    let pki = tempfile::tempdir().expect("dir");
+    let tls = node_pki(pki.path(), "Warren cluster CA");
+    let ports = [free_port(), free_port(), free_port()];
+    let seeds: Vec<String> = NAMES
+        .iter()
+        .zip(ports)
+        .map(|(n, p)| format!("{n}:{p}"))
+        .collect();
+    let specs: Vec<Spec> = NAMES
+        .iter()
+        .zip(ports)
+        .map(|(n, p)| spec_with(n, p, "cookie", &seeds, &tls))
+        .collect();
+    let _children: Vec<_> = specs.iter().map(spawn).collect();
+    let all_up: Vec<(&str, bool)> = NAMES.iter().map(|n| (*n, true)).collect();
+    for s in &specs {
+        eventually_nodes(
+            s.http,
+            &all_up,
+            &format!("{} sees the cluster over TLS", s.name),
+        )
+        .await;
+    }
+    // Raft traffic goes over TLS too: a vhost made on a is there on c.
+    assert_eq!(put(specs[0].http, "/api/vhosts/over-tls", "{}").await, 201);
+    eventually_json(
+        specs[2].http,
+        "/api/vhosts/over-tls",
+        "replicated",
+        |s, _| s == 200,
+    )
+    .await;
+
+    // Same secret, but a certificate from another CA: never taken in.
+    let rogue_pki = tempfile::tempdir().expect("dir");
+    let rogue_tls = node_pki(rogue_pki.path(), "Somebody else's CA");
+    let rogue = spec_with(
+        "warren-r@127.0.0.1",
+        free_port(),
+        "cookie",
+        &seeds,
+        &rogue_tls,
+    );
+    let _r = spawn(&rogue);
+    // And the secret without TLS: refused as well.
+    let plain = spec("warren-p@127.0.0.1", free_port(), "cookie", &seeds);
+    let _p = spawn(&plain);
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    eventually_nodes(specs[0].http, &all_up, "the strangers stay out").await;
+    for (stranger, name) in [
+        (&rogue, "warren-r@127.0.0.1"),
+        (&plain, "warren-p@127.0.0.1"),
+    ] {
+        let seen = nodes(stranger.http).await.expect("stranger answers");
+        assert_eq!(
+            seen,
+            vec![(name.to_string(), true)],
+            "{name} was never taken in"
+        );
     }
     drop(specs);
 }

@@ -20,22 +20,29 @@ use std::sync::Arc;
 pub struct Peers {
     secret: Arc<[u8]>,
     me: NodeId,
+    tls: Option<tokio_rustls::TlsConnector>,
     map: DashMap<NodeId, Arc<Peer>>,
 }
 
 impl Peers {
-    /// Peers reached as node `me` with `secret`.
-    pub fn new(secret: Arc<[u8]>, me: NodeId) -> Peers {
+    /// Peers reached as node `me` with `secret`, over TLS with `tls` when given.
+    pub fn new(secret: Arc<[u8]>, me: NodeId, tls: Option<tokio_rustls::TlsConnector>) -> Peers {
         Peers {
             secret,
             me,
+            tls,
             map: DashMap::new(),
         }
     }
 
-    /// The cluster secret.
-    pub fn secret(&self) -> Arc<[u8]> {
-        self.secret.clone()
+    /// A one-off peer at `addr`, not yet a member (a seed to join through).
+    pub fn unlisted(&self, addr: &str) -> Peer {
+        Peer::new(
+            addr.to_string(),
+            self.secret.clone(),
+            self.me,
+            self.tls.clone(),
+        )
     }
 
     /// The peer `id` at `addr` (a new one when its address changed).
@@ -45,7 +52,7 @@ impl Peers {
                 return p.clone();
             }
         }
-        let peer = Arc::new(Peer::new(addr.to_string(), self.secret.clone(), self.me));
+        let peer = Arc::new(self.unlisted(addr));
         self.map.insert(id, peer.clone());
         peer
     }

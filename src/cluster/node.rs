@@ -9,7 +9,7 @@ use super::log_store::LogStore;
 use super::messages::{Refused, Request, Response};
 use super::network::{NetworkFactory, Peers};
 use super::state_machine::{Observer, SharedState, StateMachine};
-use super::transport::{self, Handler, Peer};
+use super::transport::{self, Handler};
 use super::tree::Tree;
 use super::types::{node_id, Command, Member, MetaRaft, NodeId, Reply};
 use super::METADATA_GROUP;
@@ -45,6 +45,8 @@ pub struct NodeConfig {
     /// A snapshot is built after this many applied entries, and the log before it purged
     /// but for a fifth of that (what a briefly lagging follower still reads as entries).
     pub snapshot_logs: u64,
+    /// Inter-node TLS (`cluster_tls`); None: plain TCP.
+    pub tls: Option<crate::tls::PeerTls>,
 }
 
 impl NodeConfig {
@@ -59,6 +61,7 @@ impl NodeConfig {
             heartbeat: Duration::from_millis(150),
             election_timeout: (Duration::from_millis(600), Duration::from_millis(1200)),
             snapshot_logs: 5000,
+            tls: None,
         }
     }
 }
@@ -241,7 +244,11 @@ impl MetaNode {
         .map_err(|e| ClusterError::Start(e.to_string()))?;
         let id = node_id(&config.name);
         let secret: Arc<[u8]> = config.secret.clone().into();
-        let peers = Arc::new(Peers::new(secret.clone(), id));
+        let (acceptor, connector) = match &config.tls {
+            Some(t) => (Some(t.acceptor.clone()), Some(t.connector.clone())),
+            None => (None, None),
+        };
+        let peers = Arc::new(Peers::new(secret.clone(), id, connector));
         let log = LogStore::new(store.clone(), METADATA_GROUP);
         let sm = StateMachine::open(store, METADATA_GROUP, observer)
             .map_err(|e| ClusterError::Start(e.to_string()))?;
@@ -260,7 +267,13 @@ impl MetaNode {
             name: config.name.clone(),
         });
         let (stop, stopped) = watch::channel(false);
-        let server = tokio::spawn(transport::serve(listener, secret, serving.clone(), stopped));
+        let server = tokio::spawn(transport::serve(
+            listener,
+            secret,
+            acceptor,
+            serving.clone(),
+            stopped,
+        ));
         Ok(MetaNode {
             id,
             name: config.name,
@@ -392,7 +405,7 @@ impl MetaNode {
             if remaining.is_zero() {
                 return Err(ClusterError::Timeout(self.write_timeout));
             }
-            let peer = Peer::new(target.clone(), self.peers.secret(), self.id);
+            let peer = self.peers.unlisted(&target);
             match peer.call(&req, remaining).await {
                 Ok(Response::Membership(Ok(()))) => {
                     // The leader saw our log catch up; apply what it committed before we

@@ -1,5 +1,6 @@
 //! Inter-node connections: the listener on `cluster_listen` and the client side, one request
-//! and one response at a time per connection, after the secret handshake.
+//! and one response at a time per connection, after the secret handshake (inside TLS, both
+//! ways verified, when the node has `cluster_tls`).
 //!
 //! A [`Peer`] keeps a few idle connections to one node and opens more when calls overlap (a
 //! replication stream, a vote, forwarded writes), so no call waits behind another and no lock
@@ -13,10 +14,12 @@ use std::future::Future;
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
-use tokio::io::BufStream;
+use tokio::io::{AsyncRead, AsyncWrite, BufStream};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::watch;
 use tokio::task::JoinSet;
+use tokio_rustls::rustls::pki_types::ServerName;
+use tokio_rustls::{TlsAcceptor, TlsConnector};
 
 /// How long connecting plus the handshake may take.
 pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(2);
@@ -24,7 +27,20 @@ pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(2);
 /// Idle connections kept per peer.
 const IDLE_PER_PEER: usize = 4;
 
-type Conn = BufStream<TcpStream>;
+/// An inter-node byte stream: TCP, or TLS over it.
+trait Io: AsyncRead + AsyncWrite + Unpin + Send {}
+impl<T: AsyncRead + AsyncWrite + Unpin + Send> Io for T {}
+
+type Conn = BufStream<Box<dyn Io>>;
+
+/// The name a peer's certificate must carry: the host of its address (an IP address or a DNS
+/// name, as in `cluster_nodes`).
+fn server_name(addr: &str) -> Result<ServerName<'static>, HandshakeError> {
+    let host = addr.rsplit_once(':').map_or(addr, |(h, _)| h);
+    let host = host.trim_start_matches('[').trim_end_matches(']');
+    ServerName::try_from(host.to_owned())
+        .map_err(|e| HandshakeError::from(std::io::Error::new(std::io::ErrorKind::InvalidInput, e)))
+}
 
 /// Why a call to a peer failed.
 #[derive(Debug, thiserror::Error)]
@@ -52,16 +68,18 @@ pub struct Peer {
     addr: String,
     secret: Arc<[u8]>,
     me: NodeId,
+    tls: Option<TlsConnector>,
     idle: Mutex<Vec<Conn>>,
 }
 
 impl Peer {
-    /// A peer at `addr`, proving ourselves as `me` with `secret`.
-    pub fn new(addr: String, secret: Arc<[u8]>, me: NodeId) -> Peer {
+    /// A peer at `addr`, proving ourselves as `me` with `secret` (over `tls` when given).
+    pub fn new(addr: String, secret: Arc<[u8]>, me: NodeId, tls: Option<TlsConnector>) -> Peer {
         Peer {
             addr,
             secret,
             me,
+            tls,
             idle: Mutex::new(Vec::new()),
         }
     }
@@ -79,7 +97,11 @@ impl Peer {
         let attempt = async {
             let stream = TcpStream::connect(&self.addr).await?;
             stream.set_nodelay(true)?;
-            let mut conn = BufStream::new(stream);
+            let io: Box<dyn Io> = match &self.tls {
+                Some(tls) => Box::new(tls.connect(server_name(&self.addr)?, stream).await?),
+                None => Box::new(stream),
+            };
+            let mut conn = BufStream::new(io);
             handshake::client(&mut conn, &self.secret, self.me).await?;
             Ok::<_, HandshakeError>(conn)
         };
@@ -132,6 +154,7 @@ pub trait Handler: Send + Sync + 'static {
 pub async fn serve<H: Handler>(
     listener: TcpListener,
     secret: Arc<[u8]>,
+    tls: Option<TlsAcceptor>,
     handler: Arc<H>,
     mut stop: watch::Receiver<bool>,
 ) {
@@ -140,7 +163,8 @@ pub async fn serve<H: Handler>(
         tokio::select! {
             accepted = listener.accept() => match accepted {
                 Ok((stream, addr)) => {
-                    conns.spawn(connection(stream, addr, secret.clone(), handler.clone()));
+                    let guard = (secret.clone(), tls.clone());
+                    conns.spawn(connection(stream, addr, guard, handler.clone()));
                 }
                 Err(e) => {
                     tracing::warn!(error = %e, "accepting an inter-node connection failed");
@@ -157,23 +181,30 @@ pub async fn serve<H: Handler>(
 async fn connection<H: Handler>(
     stream: TcpStream,
     addr: SocketAddr,
-    secret: Arc<[u8]>,
+    (secret, tls): (Arc<[u8]>, Option<TlsAcceptor>),
     handler: Arc<H>,
 ) {
     let _ = stream.set_nodelay(true);
-    let mut conn = BufStream::new(stream);
-    let from =
-        match tokio::time::timeout(CONNECT_TIMEOUT, handshake::server(&mut conn, &secret)).await {
-            Ok(Ok(from)) => from,
-            Ok(Err(e)) => {
-                tracing::warn!(peer = %addr, error = %e, "inter-node connection refused");
-                return;
-            }
-            Err(_) => {
-                tracing::warn!(peer = %addr, "inter-node connection refused: handshake timed out");
-                return;
-            }
+    let accept = async {
+        let io: Box<dyn Io> = match tls {
+            Some(tls) => Box::new(tls.accept(stream).await?),
+            None => Box::new(stream),
         };
+        let mut conn = BufStream::new(io);
+        let from = handshake::server(&mut conn, &secret).await?;
+        Ok::<_, HandshakeError>((conn, from))
+    };
+    let (mut conn, from) = match tokio::time::timeout(CONNECT_TIMEOUT, accept).await {
+        Ok(Ok(accepted)) => accepted,
+        Ok(Err(e)) => {
+            tracing::warn!(peer = %addr, error = %e, "inter-node connection refused");
+            return;
+        }
+        Err(_) => {
+            tracing::warn!(peer = %addr, "inter-node connection refused: handshake timed out");
+            return;
+        }
+    };
     loop {
         let Ok(bytes) = codec::read_frame(&mut conn).await else {
             return;

@@ -101,6 +101,15 @@ pub struct Binding {
 }
 
 impl Binding {
+    /// A binding to the exchange `destination` (exchange.bind's).
+    pub fn to_exchange(destination: &str, key: &str, arguments: &FieldTable) -> Binding {
+        Binding {
+            key: key.to_owned(),
+            destination: Destination::Exchange(destination.to_owned()),
+            arguments: arguments.clone(),
+        }
+    }
+
     /// Whether two bindings are the same (key, destination and arguments).
     pub fn same(&self, other: &Binding) -> bool {
         self.key == other.key

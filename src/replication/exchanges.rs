@@ -1,7 +1,8 @@
 //! Exchanges and exchange-to-exchange bindings in the tree: `["vhosts", v, "exchanges", x]`
-//! -> the exchange's type, flags and arguments (store encodings), and
-//! `["vhosts", v, "bindings", "x", destination, source, key, args]` -> nothing, `args` being
-//! the hex of the binding's arguments as an AMQP table, so bindings that differ only in their
+//! -> the exchange as JSON (`type`, `durable`, `auto_delete`, `internal`, and `arguments` as
+//! the hex of an AMQP field table, which keeps every value's AMQP type for equivalence
+//! checks), and `["vhosts", v, "bindings", "x", destination, source, key, args]` -> nothing,
+//! `args` being the hex of the binding's arguments, so bindings that differ only in their
 //! arguments are distinct paths. Bindings live under their destination, so removing one
 //! removes what leads to it by prefix; the source sits at one index, so `DeleteWhere` and
 //! `IfNoneBelow` find an exchange's own bindings. The predeclared exchanges (`""`, `amq.*`)
@@ -18,7 +19,6 @@ use crate::broker::Broker;
 use crate::cluster::types::{Command, Path};
 use crate::error::{CoreError, CoreResult};
 use crate::exchange::{Binding, Destination, Exchange};
-use crate::store::schema::{decode_parts, decode_table, encode_parts, encode_table, flags};
 use crate::vhost::{AutoDeleteDecider, ExchangeOptions, VHost};
 use amq_protocol::types::FieldTable;
 use std::sync::Arc;
@@ -51,9 +51,25 @@ fn binding_path(vhost: &str, source: &str, b: &Binding, destination: &str) -> Pa
     p.extend([
         source.into(),
         b.key.clone(),
-        hex(&encode_table(&b.arguments)),
+        hex(&table_bytes(&b.arguments)),
     ]);
     p
+}
+
+/// A field table in AMQP wire form.
+fn table_bytes(t: &FieldTable) -> Vec<u8> {
+    cookie_factory::gen_simple(
+        amq_protocol::types::generation::gen_field_table(t),
+        Vec::new(),
+    )
+    .unwrap_or_default()
+}
+
+/// A field table from its AMQP wire form.
+fn table_of(bytes: &[u8]) -> Option<FieldTable> {
+    amq_protocol::types::parsing::parse_field_table(bytes)
+        .ok()
+        .map(|(_, t)| t)
 }
 
 fn hex(bytes: &[u8]) -> String {
@@ -80,33 +96,28 @@ fn predeclared(name: &str) -> bool {
 }
 
 fn encode_exchange(type_name: &str, o: &ExchangeOptions) -> Vec<u8> {
-    let mut f = 0;
-    for (set, bit) in [
-        (o.durable, flags::DURABLE),
-        (o.auto_delete, flags::AUTO_DELETE),
-        (o.internal, flags::INTERNAL),
-    ] {
-        if set {
-            f |= bit;
-        }
-    }
-    encode_parts(&[type_name.as_bytes(), &[f], &encode_table(&o.arguments)])
+    serde_json::json!({
+        "type": type_name,
+        "durable": o.durable,
+        "auto_delete": o.auto_delete,
+        "internal": o.internal,
+        "arguments": hex(&table_bytes(&o.arguments)),
+    })
+    .to_string()
+    .into_bytes()
 }
 
 fn decode_exchange(bytes: &[u8]) -> Option<(String, ExchangeOptions)> {
-    let parts = decode_parts(bytes)?;
-    let [kind, f, args] = parts.as_slice() else {
-        return None;
-    };
-    let f = *f.first()?;
+    let j: serde_json::Value = serde_json::from_slice(bytes).ok()?;
+    let flag = |k: &str| j.get(k).and_then(serde_json::Value::as_bool);
     Some((
-        String::from_utf8(kind.to_vec()).ok()?,
+        j.get("type")?.as_str()?.to_owned(),
         ExchangeOptions {
             passive: false,
-            durable: f & flags::DURABLE != 0,
-            auto_delete: f & flags::AUTO_DELETE != 0,
-            internal: f & flags::INTERNAL != 0,
-            arguments: decode_table(args)?,
+            durable: flag("durable")?,
+            auto_delete: flag("auto_delete")?,
+            internal: flag("internal")?,
+            arguments: table_of(&unhex(j.get("arguments")?.as_str()?)?)?,
         },
     ))
 }
@@ -148,7 +159,7 @@ fn binding_of(path: &[String]) -> Option<(&str, &str, Binding)> {
     if kind != TO_EXCHANGE {
         return None;
     }
-    let arguments = decode_table(&unhex(args)?)?;
+    let arguments = table_of(&unhex(args)?)?;
     Some((
         vhost,
         source,
@@ -386,11 +397,7 @@ impl Broker {
             self.catch_up().await;
         }
         v.exchange_bind_checks(destination, source, args)?;
-        let b = Binding {
-            key: key.to_owned(),
-            destination: Destination::Exchange(destination.to_owned()),
-            arguments: args.clone(),
-        };
+        let b = Binding::to_exchange(destination, key, args);
         let put = Command::Put {
             path: binding_path(&v.name, source, &b, destination),
             value: Vec::new(),
@@ -424,11 +431,7 @@ impl Broker {
         if source.is_empty() || destination.is_empty() {
             return v.exchange_unbind(destination, source, key, args);
         }
-        let b = Binding {
-            key: key.to_owned(),
-            destination: Destination::Exchange(destination.to_owned()),
-            arguments: args.clone(),
-        };
+        let b = Binding::to_exchange(destination, key, args);
         let mut batch = vec![Command::Delete {
             path: binding_path(&v.name, source, &b, destination),
         }];

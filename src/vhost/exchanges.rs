@@ -442,14 +442,7 @@ impl VHost {
         args: &FieldTable,
     ) -> CoreResult<()> {
         let x = self.exchange_bind_checks(destination, source, args)?;
-        self.add_binding(
-            &x,
-            Binding {
-                key: key.to_owned(),
-                destination: Destination::Exchange(destination.to_owned()),
-                arguments: args.clone(),
-            },
-        );
+        self.add_binding(&x, Binding::to_exchange(destination, key, args));
         Ok(())
     }
 
@@ -480,11 +473,7 @@ impl VHost {
         if let Ok(x) = self.exchange(source) {
             self.unbind(
                 &x,
-                &Binding {
-                    key: key.to_owned(),
-                    destination: Destination::Exchange(destination.to_owned()),
-                    arguments: args.clone(),
-                },
+                &Binding::to_exchange(destination, key, args),
                 Cascade::Yes,
             );
         }
