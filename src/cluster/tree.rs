@@ -118,14 +118,31 @@ impl Tree {
                 at,
                 name,
                 then,
-            } => {
-                let found = self.children(prefix).any(|(k, _)| k.get(*at) == Some(name));
-                reply.before.push(found.then(Vec::new));
-                if !found {
-                    for c in then {
-                        self.apply(c, changes, reply);
-                    }
-                }
+            } => self.if_below((prefix, *at, name), false, then, changes, reply),
+            Command::IfAnyBelow {
+                prefix,
+                at,
+                name,
+                then,
+            } => self.if_below((prefix, *at, name), true, then, changes, reply),
+        }
+    }
+
+    /// Applies `then` when whether some path below `prefix` has `name` at index `at` is
+    /// `wanted`; reports whether one had (Some) or not (None).
+    fn if_below(
+        &mut self,
+        (prefix, at, name): (&[String], usize, &String),
+        wanted: bool,
+        then: &[Command],
+        changes: &mut Vec<TreeChange>,
+        reply: &mut Reply,
+    ) {
+        let found = self.children(prefix).any(|(k, _)| k.get(at) == Some(name));
+        reply.before.push(found.then(Vec::new));
+        if found == wanted {
+            for c in then {
+                self.apply(c, changes, reply);
             }
         }
     }
@@ -312,6 +329,16 @@ mod tests {
             vec![Some(Vec::new()), None, Some(b"auto".to_vec())]
         );
         assert!(t.get(&p(&["x", "ad"])).is_none(), "the last one took it");
+        let any = |name: &str| Command::IfAnyBelow {
+            prefix: p(&["b"]),
+            at: 1,
+            name: name.into(),
+            then: vec![put(&["seen", name], "")],
+        };
+        run(&mut t, put(&["b", "d3", "ad", "k"], ""));
+        assert_eq!(run(&mut t, any("d3")).before, vec![Some(Vec::new()), None]);
+        assert_eq!(run(&mut t, any("d9")).before, vec![None]);
+        assert!(t.get(&p(&["seen", "d3"])).is_some() && t.get(&p(&["seen", "d9"])).is_none());
     }
 
     #[test]

@@ -124,6 +124,18 @@ pub enum Command {
         /// What to apply when it does not.
         then: Vec<Command>,
     },
+    /// When some path below `prefix` has `name` as its part at index `at`, applies `then`
+    /// (an auto-delete exchange bound to one being deleted).
+    IfAnyBelow {
+        /// Where to look.
+        prefix: Path,
+        /// The index of the part that is compared.
+        at: usize,
+        /// The part's value that must occur.
+        name: String,
+        /// What to apply when it does.
+        then: Vec<Command>,
+    },
 }
 
 /// What applying a command found: per leaf command, in order, the value at its path before it

@@ -244,6 +244,14 @@ fn auto_removal(vhost: &str, name: &str) -> Command {
     }
 }
 
+/// Whether an exchange has bindings to queues here (which the tree does not hold yet).
+fn bound_to_queues(x: &Exchange) -> bool {
+    x.bindings()
+        .list()
+        .iter()
+        .any(|b| matches!(b.destination, Destination::Queue(_)))
+}
+
 /// `then`, applied only while every exchange of `names` that is in the tree exists.
 fn with_exchanges(vhost: &str, names: &[&str], then: Command) -> Command {
     names
@@ -353,7 +361,7 @@ impl Broker {
     }
 
     /// exchange.delete, through the cluster when the node is in one, with the auto-delete
-    /// exchanges whose only bindings led to it.
+    /// exchanges it leaves without bindings.
     pub async fn delete_exchange(&self, v: &VHost, name: &str, if_unused: bool) -> CoreResult<()> {
         let Some(node) = self.cluster.get() else {
             return v.exchange_delete(name, if_unused);
@@ -361,20 +369,29 @@ impl Broker {
         if v.exchange_delete_checks(name, if_unused)?.is_none() {
             return Ok(());
         }
-        let mut batch = removal(&v.name, name);
-        for s in v.exchanges() {
-            let only_to_it = {
-                let bindings = s.bindings();
-                let list = bindings.list();
-                !list.is_empty()
-                    && list
-                        .iter()
-                        .all(|b| matches!(&b.destination, Destination::Exchange(d) if d == name))
-            };
-            if s.auto_delete && s.name != name && only_to_it {
-                batch.push(auto_removal(&v.name, &s.name));
-            }
-        }
+        // Every auto-delete exchange committed so far is a candidate; which of them were bound
+        // to this one, and are left with nothing, is decided where the entry applies.
+        self.catch_up().await;
+        let to_it = bindings_to(&v.name, name);
+        let mut batch: Vec<Command> = v
+            .exchanges()
+            .iter()
+            .filter(|a| a.auto_delete && a.name != name && !bound_to_queues(a))
+            .map(|a| Command::IfAnyBelow {
+                prefix: to_it.clone(),
+                at: SOURCE_AT,
+                name: a.name.clone(),
+                then: vec![
+                    Command::DeleteWhere {
+                        prefix: to_it.clone(),
+                        at: SOURCE_AT,
+                        name: a.name.clone(),
+                    },
+                    auto_removal(&v.name, &a.name),
+                ],
+            })
+            .collect();
+        batch.extend(removal(&v.name, name));
         node.write(Command::Batch(batch))
             .await
             .map_err(unavailable)?;
@@ -416,7 +433,8 @@ impl Broker {
     }
 
     /// exchange.unbind, through the cluster when the node is in one, with the source when it
-    /// is auto-delete and this was its last binding.
+    /// is auto-delete and this was its last binding. Unbinding what is not bound changes
+    /// nothing.
     pub async fn unbind_exchange(
         &self,
         v: &VHost,
@@ -431,17 +449,21 @@ impl Broker {
         if source.is_empty() || destination.is_empty() {
             return v.exchange_unbind(destination, source, key, args);
         }
-        let b = Binding::to_exchange(destination, key, args);
-        let mut batch = vec![Command::Delete {
-            path: binding_path(&v.name, source, &b, destination),
-        }];
-        if let Ok(x) = v.exchange(source) {
-            let last = matches!(x.bindings().list(), [only] if only.same(&b));
-            if x.auto_delete && last {
-                batch.push(auto_removal(&v.name, source));
-            }
+        let path = binding_path(
+            &v.name,
+            source,
+            &Binding::to_exchange(destination, key, args),
+            destination,
+        );
+        let mut then = vec![Command::Delete { path: path.clone() }];
+        // Whether this was the source's last binding is decided where the entry applies
+        // (this node may not have applied every binding yet); an exchange's auto-delete flag
+        // never changes.
+        let source_x = self.find_exchange(v, source).await;
+        if source_x.is_ok_and(|x| x.auto_delete && !bound_to_queues(&x)) {
+            then.push(auto_removal(&v.name, source));
         }
-        node.write(Command::Batch(batch))
+        node.write(Command::IfPresent { path, then })
             .await
             .map_err(unavailable)?;
         Ok(())
