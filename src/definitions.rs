@@ -329,7 +329,7 @@ pub async fn import(b: &Broker, doc: &Value, vhost: Option<&str>) -> Result<Vec<
             ..QueueOptions::default()
         };
         let name = text(q, "name")?;
-        if let Err(e) = target(q)?.queue_declare(name, &options, 0) {
+        if let Err(e) = b.declare_queue(&target(q)?, name, &options, 0).await {
             skipped.push(format!("queue '{name}': {e}"));
         }
     }

@@ -120,6 +120,28 @@ pub enum CoreError {
     /// The cluster could not carry out a metadata change in time (no majority reachable).
     #[error("{0}")]
     Unavailable(String),
+    /// The node a queue lives on does not answer (RabbitMQ's text for a durable classic
+    /// queue whose home node is down).
+    #[error(
+        "home node '{node}' of durable queue '{queue}' in vhost '{vhost}' is down or inaccessible"
+    )]
+    HomeDown {
+        /// The home node's name.
+        node: String,
+        /// The queue.
+        queue: String,
+        /// Its vhost.
+        vhost: String,
+    },
+    /// An operation carried out on a queue's home node failed there, with this reply code
+    /// and text.
+    #[error("{text}")]
+    Remote {
+        /// The reply code.
+        code: u16,
+        /// The reply text, without the code's name.
+        text: String,
+    },
 }
 
 /// Why access is refused.
@@ -287,7 +309,8 @@ impl CoreError {
     /// The AMQP reply code RabbitMQ reports this error with (its HTTP API quotes it too).
     pub fn reply_code(&self) -> u16 {
         match self {
-            CoreError::NotFound { .. } => code::NOT_FOUND,
+            CoreError::NotFound { .. } | CoreError::HomeDown { .. } => code::NOT_FOUND,
+            CoreError::Remote { code, .. } => *code,
             CoreError::AccessRefused(_) => code::ACCESS_REFUSED,
             CoreError::Locked { .. } => code::RESOURCE_LOCKED,
             CoreError::PreconditionFailed(_) => code::PRECONDITION_FAILED,

@@ -1,6 +1,7 @@
 //! What nodes say to each other after the handshake: openraft's three RPCs, and the two
 //! requests a follower sends its leader on a client's behalf (a write, the read index a
-//! linearizable read waits for, a membership change).
+//! linearizable read waits for, a membership change), and requests between the core's own
+//! halves on two nodes (queue operations forwarded to a queue's home node), opaque here.
 
 use super::types::{Command, Member, MetaConfig, NodeId, Reply};
 use openraft::error::{InstallSnapshotError, RaftError};
@@ -29,6 +30,8 @@ pub enum Request {
     Forget(NodeId),
     /// Is the receiver up? (`running` in the management API's node list.)
     Ping,
+    /// A request for the receiver's core (see [`super::node::AppHandler`]).
+    App(Vec<u8>),
 }
 
 /// Why the leader did not carry out a forwarded request.
@@ -59,4 +62,6 @@ pub enum Response {
     Membership(Result<(), Refused>),
     /// To `Ping`: the receiver's node name.
     Pong(String),
+    /// To `App`: the core's answer, or why the receiver could not hand it the request.
+    App(Result<Vec<u8>, String>),
 }

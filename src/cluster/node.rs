@@ -17,8 +17,10 @@ use crate::store::Store;
 use openraft::error::{ClientWriteError, RaftError};
 use openraft::{ChangeMembers, ServerState};
 use std::collections::{BTreeMap, BTreeSet};
+use std::future::Future;
 use std::net::SocketAddr;
-use std::sync::{Arc, Mutex};
+use std::pin::Pin;
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 use tokio::net::TcpListener;
 use tokio::sync::watch;
@@ -77,6 +79,9 @@ pub enum ClusterError {
         /// Why.
         cause: String,
     },
+    /// The named node is not a member, or did not answer.
+    #[error("node '{0}' is down or inaccessible")]
+    Unreachable(String),
     /// Raft could not start on the store, or its configuration is invalid.
     #[error("the metadata group cannot start: {0}")]
     Start(String),
@@ -88,10 +93,17 @@ pub enum ClusterError {
     Refused(String),
 }
 
-/// What answers peers: the Raft RPCs, and the requests a leader carries out for followers.
+/// What a node's core answers to [`Request::App`] from another node: the request's bytes
+/// in, the answer's bytes out.
+pub type AppHandler =
+    Arc<dyn Fn(Vec<u8>) -> Pin<Box<dyn Future<Output = Vec<u8>> + Send>> + Send + Sync>;
+
+/// What answers peers: the Raft RPCs, the requests a leader carries out for followers, and
+/// the core's own requests.
 struct Serving {
     raft: MetaRaft,
     name: String,
+    app: OnceLock<AppHandler>,
 }
 
 fn leader_of(raft: &MetaRaft) -> Option<(NodeId, String)> {
@@ -160,6 +172,10 @@ impl Handler for Serving {
                     .map_err(|e| refusal(raft, e)),
             ),
             Request::Ping => Response::Pong(self.name.clone()),
+            Request::App(bytes) => Response::App(match self.app.get() {
+                Some(app) => Ok(app(bytes).await),
+                None => Err(format!("node '{}' is starting", self.name)),
+            }),
         }
     }
 }
@@ -265,6 +281,7 @@ impl MetaNode {
         let serving = Arc::new(Serving {
             raft: raft.clone(),
             name: config.name.clone(),
+            app: OnceLock::new(),
         });
         let (stop, stopped) = watch::channel(false);
         let server = tokio::spawn(transport::serve(
@@ -371,6 +388,35 @@ impl MetaNode {
             peer.call(&Request::Ping, timeout).await,
             Ok(Response::Pong(name)) if name == member.name
         )
+    }
+
+    /// Hands [`Request::App`] from other nodes to `handler` from now on (set once, when the
+    /// core is ready; until then such requests are refused as "starting").
+    pub fn set_app_handler(&self, handler: AppHandler) {
+        let _ = self.serving.app.set(handler);
+    }
+
+    /// Sends `request` to the core of the member named `name` and waits up to `timeout` for
+    /// its answer. [`ClusterError::Unreachable`] when it is not a member, is down, or is
+    /// still starting.
+    pub async fn call_app(
+        &self,
+        name: &str,
+        request: Vec<u8>,
+        timeout: Duration,
+    ) -> Result<Vec<u8>, ClusterError> {
+        let unreachable = || ClusterError::Unreachable(name.to_owned());
+        let member = self
+            .members()
+            .into_iter()
+            .map(|(m, _)| m)
+            .find(|m| m.name == name)
+            .ok_or_else(unreachable)?;
+        let peer = self.peers.get(node_id(&member.name), &member.addr);
+        match peer.call(&Request::App(request), timeout).await {
+            Ok(Response::App(Ok(answer))) => Ok(answer),
+            _ => Err(unreachable()),
+        }
     }
 
     /// The last log index removed from this node's log (a snapshot covers it).

@@ -119,19 +119,26 @@ impl Peer {
             cause,
         };
         let bytes = codec::encode(req).map_err(|e| failed(e.to_string()))?;
-        let reused = self.idle.lock().ok().and_then(|mut idle| idle.pop());
-        let mut conn = match reused {
-            Some(c) => c,
-            None => self.connect().await?,
-        };
-        let exchange = async {
-            codec::write_frame(&mut conn, &bytes).await?;
-            codec::read_frame(&mut conn).await
-        };
-        let answer = match tokio::time::timeout(timeout, exchange).await {
-            Ok(Ok(answer)) => answer,
-            Ok(Err(e)) => return Err(failed(e.to_string())),
-            Err(_) => return Err(failed(format!("no answer within {timeout:?}"))),
+        let deadline = tokio::time::Instant::now() + timeout;
+        let mut reused = self.idle.lock().ok().and_then(|mut idle| idle.pop());
+        let (conn, answer) = loop {
+            let fresh = reused.is_none();
+            let mut conn = match reused.take() {
+                Some(c) => c,
+                None => self.connect().await?,
+            };
+            let exchange = async {
+                codec::write_frame(&mut conn, &bytes).await?;
+                codec::read_frame(&mut conn).await
+            };
+            match tokio::time::timeout_at(deadline, exchange).await {
+                Ok(Ok(answer)) => break (conn, answer),
+                // An idle connection the peer dropped (it restarted): the request never
+                // reached a live peer, so it is sent again on a new connection.
+                Ok(Err(_)) if !fresh => continue,
+                Ok(Err(e)) => return Err(failed(e.to_string())),
+                Err(_) => return Err(failed(format!("no answer within {timeout:?}"))),
+            }
         };
         let response = codec::decode(&answer).map_err(|e| failed(e.to_string()))?;
         if let Ok(mut idle) = self.idle.lock() {

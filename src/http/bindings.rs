@@ -256,7 +256,7 @@ pub(crate) async fn unbind(
     };
     super::durably(&v.store, async {
         if found["destination_type"] == "queue" {
-            v.queue_unbind(&path.3, source, key, &args, 0)
+            b.unbind_queue(&v, &path.3, source, key, &args, 0).await
         } else {
             b.unbind_exchange(&v, &path.3, source, key, &args).await
         }

@@ -18,7 +18,10 @@ pub(crate) async fn purge(
     Path((vhost, name)): Path<(String, String)>,
 ) -> Result<StatusCode, ApiError> {
     let v = super::vhost_of(&b, &vhost).await?;
-    let q = v.queue(&name).map_err(|_| ApiError::not_found())?;
+    let q = b
+        .find_queue(&v, &name)
+        .await
+        .map_err(|_| ApiError::not_found())?;
     q.purge().await.map_err(ApiError::from)?;
     Ok(StatusCode::NO_CONTENT)
 }
@@ -101,7 +104,10 @@ pub(crate) async fn get(
         _ => return Err(bad("invalid encoding")),
     };
     let v = super::vhost_of(&b, &vhost).await?;
-    let q = v.queue(&name).map_err(|_| ApiError::not_found())?;
+    let q = b
+        .find_queue(&v, &name)
+        .await
+        .map_err(|_| ApiError::not_found())?;
     let mut taken = Vec::new();
     let mut out = Vec::new();
     for _ in 0..body.count {

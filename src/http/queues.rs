@@ -28,7 +28,7 @@ fn describe_with(q: &QueueRef, info: &crate::queue::QueueInfo, node: &str) -> Va
         "operator_policy": applied.operator_policy.as_ref().map(|p| p.name.as_str()),
         "effective_policy_definition": applied.definition,
         "name": q.name,
-        "node": node,
+        "node": q.home.as_deref().unwrap_or(node),
         "vhost": q.vhost,
         "durable": q.durable,
         "auto_delete": q.auto_delete,
@@ -123,7 +123,10 @@ pub(crate) async fn show(
     Path((vhost, name)): Path<(String, String)>,
 ) -> Result<Json<Value>, ApiError> {
     let v = super::vhost_of(&b, &vhost).await?;
-    let q = v.queue(&name).map_err(|_| ApiError::not_found())?;
+    let q = b
+        .find_queue(&v, &name)
+        .await
+        .map_err(|_| ApiError::not_found())?;
     Ok(Json(describe(&q, &super::node_name(&b)).await))
 }
 
@@ -154,9 +157,10 @@ pub(crate) async fn declare(
         arguments,
         ..QueueOptions::default()
     };
-    super::durably(&v.store, async {
-        v.queue_declare(&name, &options, HTTP_CONNECTION)
-    })
+    super::durably(
+        &v.store,
+        b.declare_queue(&v, &name, &options, HTTP_CONNECTION),
+    )
     .await
     .map_err(ApiError::from)?;
     Ok(super::created_status(!existed))
@@ -178,9 +182,12 @@ pub(crate) async fn delete(
     Query(q): Query<DeleteQuery>,
 ) -> Result<StatusCode, ApiError> {
     let v = super::vhost_of(&b, &vhost).await?;
-    v.queue(&name).map_err(|_| ApiError::not_found())?;
+    b.find_queue(&v, &name)
+        .await
+        .map_err(|_| ApiError::not_found())?;
     let flag = |f: &Option<String>| f.as_deref() == Some("true");
-    v.queue_delete(
+    b.delete_queue(
+        &v,
         &name,
         flag(&q.if_unused),
         flag(&q.if_empty),

@@ -170,6 +170,12 @@ impl ChannelLimiter {
         }
     }
 
+    /// Takes one unit for a delivery another node already granted (a consumer here of a
+    /// queue whose home is elsewhere), so the ack that returns it balances.
+    pub fn acquire_granted(&self) {
+        self.unacked.fetch_add(1, Ordering::AcqRel);
+    }
+
     /// Returns `n` units; true when some queue was refused credit and should be woken.
     pub fn release(&self, n: u32) -> bool {
         if n == 0 {

@@ -6,6 +6,7 @@ mod actor;
 pub mod consumer;
 pub mod deadletter;
 mod ready;
+pub mod remote;
 pub mod stats;
 
 use crate::confirm::ConfirmToken;
@@ -77,6 +78,8 @@ pub struct QueueShared {
     inflight: InFlight,
     /// Set when the queue is deleted, so cached handles notice.
     deleted: std::sync::atomic::AtomicBool,
+    /// The node the queue lives on when that is another node ([`remote`]); None: here.
+    pub home: Option<Arc<str>>,
 }
 
 /// Messages at least this large count against `MAILBOX_BYTES` (smaller ones are bounded well
@@ -190,6 +193,10 @@ pub(crate) enum QueueCmd {
     Policy(Arc<crate::args::QueueArgs>),
     Shutdown,
     Kick,
+    /// Deliveries the home node of a remote queue made to a consumer here.
+    RemoteDeliveries(u64, Vec<remote::RemoteDelivery>),
+    /// The home node of a remote queue cancelled a consumer here.
+    RemoteCancelled(u64),
 }
 
 impl QueueShared {
@@ -233,8 +240,43 @@ impl QueueShared {
             ctl,
             inflight: Default::default(),
             deleted: Default::default(),
+            home: None,
         });
         actor::start(q.clone(), host, rx, Vec::new(), None);
+        q
+    }
+
+    /// A queue whose home is the node `home`, reached through `link` ([`remote`]).
+    pub fn spawn_remote(
+        name: String,
+        vhost: String,
+        durable: bool,
+        auto_delete: bool,
+        arguments: FieldTable,
+        home: &str,
+        link: Arc<dyn remote::RemoteLink>,
+    ) -> QueueRef {
+        let args = crate::args::QueueArgs::parse(&arguments, &name, &vhost).unwrap_or_default();
+        let applied = Applied::none(args.clone());
+        let (tx, ctl, rx) = actor::mailbox(MAILBOX);
+        let q = Arc::new(QueueShared {
+            name,
+            vhost,
+            durable,
+            exclusive_owner: None,
+            auto_delete,
+            arguments,
+            args,
+            applied: std::sync::RwLock::new(Arc::new(applied)),
+            may_reject: true.into(),
+            store_id: None,
+            tx,
+            ctl,
+            inflight: Default::default(),
+            deleted: Default::default(),
+            home: Some(home.into()),
+        });
+        remote::start(q.clone(), link, rx);
         q
     }
 
@@ -260,6 +302,7 @@ impl QueueShared {
             ctl,
             inflight: Default::default(),
             deleted: Default::default(),
+            home: None,
         });
         actor::start(q.clone(), host, rx, r.messages, r.delivered);
         q
@@ -303,7 +346,14 @@ impl QueueShared {
     }
 
     fn gone(&self) -> CoreError {
-        CoreError::not_found(Kind::Queue, &self.name, &self.vhost)
+        match &self.home {
+            Some(node) if !self.is_deleted() => CoreError::HomeDown {
+                node: node.to_string(),
+                queue: self.name.clone(),
+                vhost: self.vhost.clone(),
+            },
+            _ => CoreError::not_found(Kind::Queue, &self.name, &self.vhost),
+        }
     }
 
     async fn send(&self, cmd: QueueCmd) -> bool {
@@ -324,7 +374,7 @@ impl QueueShared {
     }
 
     /// Whether a confirm for a publish to this queue must wait for the queue (stored, or
-    /// possibly refused by a length limit).
+    /// possibly refused by a length limit; a remote queue's is always its home node's).
     pub fn confirms_later(&self, msg: &Message) -> bool {
         self.persists(msg) || self.may_reject.load(std::sync::atomic::Ordering::Relaxed)
     }

@@ -19,7 +19,7 @@ use crate::broker::Broker;
 use crate::cluster::types::{Command, Path};
 use crate::error::{CoreError, CoreResult};
 use crate::exchange::{Binding, Destination, Exchange};
-use crate::vhost::{AutoDeleteDecider, ExchangeOptions, VHost};
+use crate::vhost::{ExchangeOptions, VHost};
 use amq_protocol::types::FieldTable;
 use std::sync::Arc;
 
@@ -29,8 +29,28 @@ pub(super) const EXCHANGES: &str = "exchanges";
 pub(super) const BINDINGS: &str = "bindings";
 /// The destination kind of exchange-to-exchange bindings.
 const TO_EXCHANGE: &str = "x";
+/// The destination kind of bindings to queues.
+const TO_QUEUE: &str = "q";
 /// The index of a binding path's source.
-const SOURCE_AT: usize = 5;
+pub(super) const SOURCE_AT: usize = 5;
+
+/// A binding's destination as its path names it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum End<'a> {
+    /// An exchange.
+    Exchange(&'a str),
+    /// A queue.
+    Queue(&'a str),
+}
+
+impl<'a> End<'a> {
+    fn of(d: &'a Destination) -> End<'a> {
+        match d {
+            Destination::Exchange(x) => End::Exchange(x),
+            Destination::Queue(q) => End::Queue(&q.name),
+        }
+    }
+}
 
 fn exchange_path(vhost: &str, name: &str) -> Path {
     vec![VHOSTS.into(), vhost.into(), EXCHANGES.into(), name.into()]
@@ -40,19 +60,26 @@ fn bindings_root(vhost: &str) -> Path {
     vec![VHOSTS.into(), vhost.into(), BINDINGS.into()]
 }
 
-fn bindings_to(vhost: &str, exchange: &str) -> Path {
+/// Where the bindings to `to` live.
+pub(super) fn bindings_to(vhost: &str, to: End<'_>) -> Path {
     let mut p = bindings_root(vhost);
-    p.extend([TO_EXCHANGE.into(), exchange.into()]);
+    match to {
+        End::Exchange(x) => p.extend([TO_EXCHANGE.into(), x.into()]),
+        End::Queue(q) => p.extend([TO_QUEUE.into(), q.into()]),
+    }
     p
 }
 
-fn binding_path(vhost: &str, source: &str, b: &Binding, destination: &str) -> Path {
-    let mut p = bindings_to(vhost, destination);
-    p.extend([
-        source.into(),
-        b.key.clone(),
-        hex(&table_bytes(&b.arguments)),
-    ]);
+/// The path of the binding of `source` to `to` with `key` and `arguments`.
+pub(super) fn binding_path(
+    vhost: &str,
+    source: &str,
+    key: &str,
+    arguments: &FieldTable,
+    to: End<'_>,
+) -> Path {
+    let mut p = bindings_to(vhost, to);
+    p.extend([source.into(), key.into(), hex(&table_bytes(arguments))]);
     p
 }
 
@@ -70,6 +97,16 @@ fn table_of(bytes: &[u8]) -> Option<FieldTable> {
     amq_protocol::types::parsing::parse_field_table(bytes)
         .ok()
         .map(|(_, t)| t)
+}
+
+/// A field table as the hex of its AMQP wire form.
+pub(super) fn table_hex(t: &FieldTable) -> String {
+    hex(&table_bytes(t))
+}
+
+/// A field table from [`table_hex`]'s form.
+pub(super) fn hex_table(s: &str) -> Option<FieldTable> {
+    table_of(&unhex(s)?)
 }
 
 fn hex(bytes: &[u8]) -> String {
@@ -91,7 +128,7 @@ fn unhex(s: &str) -> Option<Vec<u8>> {
 }
 
 /// Whether an exchange exists on every node without being in the tree.
-fn predeclared(name: &str) -> bool {
+pub(super) fn predeclared(name: &str) -> bool {
     name.is_empty() || name.starts_with("amq.")
 }
 
@@ -142,8 +179,10 @@ pub(super) fn records(b: &Broker) -> Vec<Record> {
                 ));
             }
             for bd in x.bindings().list() {
-                if let Destination::Exchange(d) = &bd.destination {
-                    out.push((binding_path(&v.name, &x.name, bd, d), Vec::new()));
+                if replicated(&bd.destination) {
+                    let to = End::of(&bd.destination);
+                    let path = binding_path(&v.name, &x.name, &bd.key, &bd.arguments, to);
+                    out.push((path, Vec::new()));
                 }
             }
         }
@@ -151,24 +190,49 @@ pub(super) fn records(b: &Broker) -> Vec<Record> {
     out
 }
 
-/// The binding a binding path names: its vhost, source and the binding.
-fn binding_of(path: &[String]) -> Option<(&str, &str, Binding)> {
+/// Whether a binding to `d` is in the tree (bindings to exclusive queues stay on their
+/// node, as the queues do).
+fn replicated(d: &Destination) -> bool {
+    match d {
+        Destination::Exchange(_) => true,
+        Destination::Queue(q) => q.exclusive_owner.is_none(),
+    }
+}
+
+/// What a binding path names: its vhost, source, destination, key and arguments.
+pub(super) fn binding_parts(path: &[String]) -> Option<(&str, &str, End<'_>, &str, FieldTable)> {
     let [_, vhost, _, kind, destination, source, key, args] = path else {
         return None;
     };
-    if kind != TO_EXCHANGE {
-        return None;
-    }
-    let arguments = table_of(&unhex(args)?)?;
-    Some((
-        vhost,
-        source,
-        Binding {
-            key: key.clone(),
-            destination: Destination::Exchange(destination.clone()),
-            arguments,
+    let to = match kind.as_str() {
+        TO_EXCHANGE => End::Exchange(destination),
+        TO_QUEUE => End::Queue(destination),
+        _ => return None,
+    };
+    Some((vhost, source, to, key, table_of(&unhex(args)?)?))
+}
+
+/// The binding a binding path names, in the vhost it names when that vhost and the
+/// destination are here: the vhost, the source and the binding. Some(None) when the path is
+/// well formed but names what is not here.
+fn binding_of(b: &Broker, path: &[String]) -> Option<Option<(Arc<VHost>, String, Binding)>> {
+    let (vhost, source, to, key, arguments) = binding_parts(path)?;
+    let Some(v) = b.vhost(vhost) else {
+        return Some(None);
+    };
+    let destination = match to {
+        End::Exchange(x) => Destination::Exchange(x.to_owned()),
+        End::Queue(q) => match v.queue(q) {
+            Ok(q) => Destination::Queue(q),
+            Err(_) => return Some(None),
         },
-    ))
+    };
+    let binding = Binding {
+        key: key.to_owned(),
+        destination,
+        arguments,
+    };
+    Some(Some((v, source.to_owned(), binding)))
 }
 
 /// Applies a put of an exchange or a binding; false when it does not decode.
@@ -183,10 +247,10 @@ pub(super) fn apply_put(b: &Broker, path: &[String], value: &[u8]) -> bool {
                 None => true,
             }
         }
-        [_, _, kind, ..] if kind == BINDINGS => match binding_of(path) {
-            Some((vhost, source, binding)) => {
-                if let Some(v) = b.vhost(vhost) {
-                    v.install_binding(source, binding);
+        [_, _, kind, ..] if kind == BINDINGS => match binding_of(b, path) {
+            Some(found) => {
+                if let Some((v, source, binding)) = found {
+                    v.install_binding(&source, binding);
                 }
                 true
             }
@@ -205,10 +269,8 @@ pub(super) fn apply_delete(b: &Broker, path: &[String]) {
             }
         }
         [_, _, kind, ..] if kind == BINDINGS => {
-            if let Some((vhost, source, binding)) = binding_of(path) {
-                if let Some(v) = b.vhost(vhost) {
-                    v.drop_binding(source, &binding);
-                }
+            if let Some(Some((v, source, binding))) = binding_of(b, path) {
+                v.drop_binding(&source, &binding);
             }
         }
         _ => {}
@@ -227,7 +289,7 @@ fn removal(vhost: &str, name: &str) -> Vec<Command> {
             name: name.into(),
         },
         Command::DeleteWhere {
-            prefix: bindings_to(vhost, name),
+            prefix: bindings_to(vhost, End::Exchange(name)),
             at: SOURCE_AT - 1,
             name: name.into(),
         },
@@ -235,7 +297,7 @@ fn removal(vhost: &str, name: &str) -> Vec<Command> {
 }
 
 /// Removes an auto-delete exchange when, by then, no binding has it as its source.
-fn auto_removal(vhost: &str, name: &str) -> Command {
+pub(super) fn auto_removal(vhost: &str, name: &str) -> Command {
     Command::IfNoneBelow {
         prefix: bindings_root(vhost),
         at: SOURCE_AT,
@@ -244,16 +306,16 @@ fn auto_removal(vhost: &str, name: &str) -> Command {
     }
 }
 
-/// Whether an exchange has bindings to queues here (which the tree does not hold yet).
-fn bound_to_queues(x: &Exchange) -> bool {
+/// Whether an exchange has bindings that only this node knows (to exclusive queues).
+pub(super) fn bound_to_queues(x: &Exchange) -> bool {
     x.bindings()
         .list()
         .iter()
-        .any(|b| matches!(b.destination, Destination::Queue(_)))
+        .any(|b| !replicated(&b.destination))
 }
 
 /// `then`, applied only while every exchange of `names` that is in the tree exists.
-fn with_exchanges(vhost: &str, names: &[&str], then: Command) -> Command {
+pub(super) fn with_exchanges(vhost: &str, names: &[&str], then: Command) -> Command {
     names
         .iter()
         .rev()
@@ -264,33 +326,6 @@ fn with_exchanges(vhost: &str, names: &[&str], then: Command) -> Command {
         })
 }
 
-/// What proposes the removal of auto-delete exchanges that this node's own operations left
-/// without bindings (a queue unbound or deleted), for the vhosts of `b`.
-pub fn auto_delete_decider(b: &Arc<Broker>) -> AutoDeleteDecider {
-    let broker = Arc::downgrade(b);
-    Arc::new(move |v: &VHost, name: &str| {
-        let Some(b) = broker.upgrade() else {
-            return;
-        };
-        // A vhost being deleted takes its exchanges with it.
-        if !b.vhost(&v.name).is_some_and(|cur| std::ptr::eq(&*cur, v)) {
-            return;
-        }
-        let (Some(node), Ok(rt)) = (
-            b.cluster.get().cloned(),
-            tokio::runtime::Handle::try_current(),
-        ) else {
-            return;
-        };
-        let cmd = auto_removal(&v.name, name);
-        rt.spawn(async move {
-            if let Err(e) = node.write(cmd).await {
-                tracing::warn!(error = %e, "auto-delete exchange not removed");
-            }
-        });
-    })
-}
-
 impl Broker {
     /// An exchange by name, with a miss confirmed against the cluster
     /// ([`Broker::catch_up`]): one declared on another node a moment ago is found.
@@ -298,25 +333,6 @@ impl Broker {
         match v.exchange(name) {
             Err(CoreError::NotFound { .. }) if self.catch_up().await => v.exchange(name),
             found => found,
-        }
-    }
-
-    /// queue.bind; a missing exchange is confirmed against the cluster first (the queue is
-    /// this node's own).
-    pub async fn bind_queue(
-        &self,
-        v: &VHost,
-        queue: &str,
-        exchange: &str,
-        key: &str,
-        args: &FieldTable,
-        connection: u64,
-    ) -> CoreResult<()> {
-        match v.queue_bind(queue, exchange, key, args, connection) {
-            Err(CoreError::NotFound { .. }) if self.catch_up().await => {
-                v.queue_bind(queue, exchange, key, args, connection)
-            }
-            done => done,
         }
     }
 
@@ -372,7 +388,7 @@ impl Broker {
         // Every auto-delete exchange committed so far is a candidate; which of them were bound
         // to this one, and are left with nothing, is decided where the entry applies.
         self.catch_up().await;
-        let to_it = bindings_to(&v.name, name);
+        let to_it = bindings_to(&v.name, End::Exchange(name));
         let mut batch: Vec<Command> = v
             .exchanges()
             .iter()
@@ -414,9 +430,8 @@ impl Broker {
             self.catch_up().await;
         }
         v.exchange_bind_checks(destination, source, args)?;
-        let b = Binding::to_exchange(destination, key, args);
         let put = Command::Put {
-            path: binding_path(&v.name, source, &b, destination),
+            path: binding_path(&v.name, source, key, args, End::Exchange(destination)),
             value: Vec::new(),
         };
         let ends = [source, destination];
@@ -449,12 +464,19 @@ impl Broker {
         if source.is_empty() || destination.is_empty() {
             return v.exchange_unbind(destination, source, key, args);
         }
-        let path = binding_path(
-            &v.name,
-            source,
-            &Binding::to_exchange(destination, key, args),
-            destination,
-        );
+        let path = binding_path(&v.name, source, key, args, End::Exchange(destination));
+        self.unbind_path(node, v, source, path).await
+    }
+
+    /// Removes the replicated binding at `path` of `source`, with the source when it is
+    /// auto-delete and this was its last binding.
+    pub(super) async fn unbind_path(
+        &self,
+        node: &crate::cluster::MetaNode,
+        v: &VHost,
+        source: &str,
+        path: Path,
+    ) -> CoreResult<()> {
         let mut then = vec![Command::Delete { path: path.clone() }];
         // Whether this was the source's last binding is decided where the entry applies
         // (this node may not have applied every binding yet); an exchange's auto-delete flag
@@ -512,17 +534,25 @@ mod tests {
             destination: Destination::Exchange("dest".into()),
             arguments: table(&[("x-n", AMQPValue::LongInt(n))]),
         };
-        let path = binding_path("/", "src", &b(1), "dest");
-        assert_ne!(path, binding_path("/", "src", &b(2), "dest"));
+        let path_of =
+            |b: &Binding| binding_path("/", "src", &b.key, &b.arguments, End::of(&b.destination));
+        let path = path_of(&b(1));
+        assert_ne!(path, path_of(&b(2)));
         assert_eq!(path.get(SOURCE_AT).map(String::as_str), Some("src"));
-        let (vhost, source, back) = binding_of(&path).expect("a binding path");
-        assert_eq!((vhost, source), ("/", "src"));
-        assert!(back.same(&b(1)));
+        let (vhost, source, to, key, args) = binding_parts(&path).expect("a binding path");
+        assert_eq!(
+            (vhost, source, to, key),
+            ("/", "src", End::Exchange("dest"), "k.#")
+        );
+        assert_eq!(args, b(1).arguments);
+        let to_queue = binding_path("/", "src", "k", &args, End::Queue("q"));
+        assert_eq!(binding_parts(&to_queue).map(|p| p.2), Some(End::Queue("q")));
+        assert_ne!(to_queue.get(3), path.get(3), "queues and exchanges apart");
         let mut bad = path.clone();
         if let Some(args) = bad.last_mut() {
             args.push('z');
         }
-        assert!(binding_of(&bad).is_none(), "odd hex is refused");
+        assert!(binding_parts(&bad).is_none(), "odd hex is refused");
         assert_eq!(unhex(&hex(&[0, 15, 255])), Some(vec![0, 15, 255]));
         assert!(unhex("0g").is_none());
     }

@@ -5,7 +5,8 @@
 //!
 //! Replicated so far: users, their limits, permissions and topic permissions ([`access`]);
 //! vhosts, their limits, policies and operator policies, and global parameters ([`vhosts`]);
-//! exchanges and exchange-to-exchange bindings ([`exchanges`]).
+//! exchanges and bindings ([`exchanges`]); queue definitions with their home node
+//! ([`queues`]), reached from every node through [`forward`].
 //! A change is proposed through the group and applied on every node by [`Replica`], which
 //! updates the registries and the node's own tables, so recovery after a restart starts from
 //! them and the group's log replays what the node missed. The tree is seeded once, by the
@@ -14,10 +15,14 @@
 //! RabbitMQ's reset does).
 
 mod access;
+mod auto_delete;
 mod exchanges;
+mod forward;
+mod queues;
 mod vhosts;
 
-pub use exchanges::auto_delete_decider;
+pub use auto_delete::auto_delete_decider;
+pub use forward::handler as forward_handler;
 
 use crate::broker::Broker;
 use crate::cluster::state_machine::Observer;
@@ -51,6 +56,7 @@ fn local_records(b: &Broker) -> Vec<Record> {
     let mut out = access::records(b);
     out.extend(vhosts::records(b));
     out.extend(exchanges::records(b));
+    out.extend(queues::records(b));
     out
 }
 
@@ -107,9 +113,15 @@ fn in_exchanges(path: &[String]) -> bool {
             .is_some_and(|k| k == exchanges::EXCHANGES || k == exchanges::BINDINGS)
 }
 
+/// Whether a path under a vhost is a queue's.
+fn in_queues(path: &[String]) -> bool {
+    path.first().is_some_and(|r| r == VHOSTS) && path.get(2).is_some_and(|k| k == queues::QUEUES)
+}
+
 fn apply_put(b: &Broker, path: &[String], value: &[u8]) {
     let decoded = match path.first().map(String::as_str) {
         _ if in_exchanges(path) => exchanges::apply_put(b, path, value),
+        _ if in_queues(path) => queues::apply_put(b, path, value),
         Some(access::USERS | access::USER_LIMITS | access::PERMISSIONS)
         | Some(access::TOPIC_PERMISSIONS) => access::apply_put(b, path, value),
         Some(VHOSTS | vhosts::GLOBAL_PARAMETERS) => vhosts::apply_put(b, path, value),
@@ -123,6 +135,9 @@ fn apply_put(b: &Broker, path: &[String], value: &[u8]) {
 fn apply_delete(b: &Broker, path: &[String]) {
     if in_exchanges(path) {
         return exchanges::apply_delete(b, path);
+    }
+    if in_queues(path) {
+        return queues::apply_delete(b, path);
     }
     access::apply_delete(b, path);
     vhosts::apply_delete(b, path);

@@ -13,9 +13,19 @@ use crate::store::{BindingDestination, BindingRecord, ExchangeRecord};
 use amq_protocol::types::FieldTable;
 use std::sync::{Arc, OnceLock};
 
-/// Decides the fate of an auto-delete exchange (by name) that an operation of this node left
-/// without bindings, when the vhost is replicated and the exchange must go on every node.
-pub type AutoDeleteDecider = Arc<dyn Fn(&VHost, &str) + Send + Sync>;
+/// What an operation of this node removed, or left to be removed, that a replicated vhost
+/// removes on every node.
+#[derive(Clone, Copy, Debug)]
+pub enum AutoRemoval<'a> {
+    /// An auto-delete exchange left without bindings (by name).
+    Exchange(&'a str),
+    /// A queue that removed itself (auto-delete, `x-expires`), by name.
+    Queue(&'a str),
+}
+
+/// Decides the fate of what an operation of this node auto-removed ([`AutoRemoval`]), when
+/// the vhost is replicated and it must go on every node.
+pub type AutoDeleteDecider = Arc<dyn Fn(&VHost, AutoRemoval<'_>) + Send + Sync>;
 
 /// An [`AutoDeleteDecider`] slot, set once (when the cluster starts).
 #[derive(Default)]
@@ -58,13 +68,22 @@ impl VHost {
         self.auto_delete.set(decider);
     }
 
+    /// A queue here removed itself: a replicated vhost has the cluster remove its record.
+    pub(super) fn queue_removed_itself(&self, q: &crate::queue::QueueShared) {
+        if q.exclusive_owner.is_none() && q.home.is_none() {
+            if let Some(decide) = self.auto_delete.get() {
+                decide(self, AutoRemoval::Queue(&q.name));
+            }
+        }
+    }
+
     /// An auto-delete exchange lost its last binding.
     fn emptied(&self, name: &str, cascade: Cascade) {
         if cascade == Cascade::No {
             return;
         }
         match self.auto_delete.get() {
-            Some(decide) => decide(self, name),
+            Some(decide) => decide(self, AutoRemoval::Exchange(name)),
             None => self.remove_exchange(name, Cascade::Yes),
         }
     }

@@ -20,7 +20,7 @@ mod queue_host;
 pub mod replies;
 mod routing;
 
-pub use exchanges::{AutoDeleteDecider, Decider};
+pub use exchanges::{AutoDeleteDecider, AutoRemoval, Decider};
 pub use limits::VhostLimits;
 
 /// Queue arguments RabbitMQ compares when a queue is redeclared.
@@ -268,6 +268,25 @@ impl VHost {
         if o.passive {
             return Err(self.no_queue(name));
         }
+        let args = self.queue_declare_checks(name, o)?;
+        let entry = self.queues.entry(name.to_owned()).or_insert_with(|| {
+            self.queue_churn[1].fetch_add(1, Ordering::Relaxed);
+            QueueShared::spawn(
+                name.to_owned(),
+                self,
+                o.durable,
+                o.exclusive.then_some(connection),
+                o.auto_delete,
+                o.arguments.clone(),
+                args,
+            )
+        });
+        Ok(entry.clone())
+    }
+
+    /// What queue.declare checks before it creates a queue (the name, the queue limits, the
+    /// arguments): the parsed arguments.
+    pub fn queue_declare_checks(&self, name: &str, o: &QueueOptions) -> CoreResult<QueueArgs> {
         if name.starts_with("amq.") && !o.server_named {
             return Err(Refusal::ReservedName {
                 kind: Kind::Queue,
@@ -312,19 +331,72 @@ impl VHost {
                 return Err(refuse("auto-delete"));
             }
         }
-        let entry = self.queues.entry(name.to_owned()).or_insert_with(|| {
-            self.queue_churn[1].fetch_add(1, Ordering::Relaxed);
-            QueueShared::spawn(
+        Ok(args)
+    }
+
+    /// Installs a queue as the cluster knows it: here (`home` None), created unless it
+    /// exists; or the handle of one on another node. A queue already here with the same home
+    /// is kept.
+    pub fn install_queue(
+        self: &Arc<Self>,
+        name: &str,
+        durable: bool,
+        auto_delete: bool,
+        arguments: &FieldTable,
+        home: Option<(&str, Arc<dyn crate::queue::remote::RemoteLink>)>,
+    ) {
+        if let Some(q) = self.queues.get(name).map(|q| q.clone()) {
+            if q.home.as_deref() == home.as_ref().map(|(n, _)| *n) {
+                return;
+            }
+            self.drop_queue(name);
+        }
+        self.queue_churn[1].fetch_add(1, Ordering::Relaxed);
+        let q = match home {
+            None => {
+                let args = QueueArgs::parse(arguments, name, &self.name).unwrap_or_default();
+                QueueShared::spawn(
+                    name.to_owned(),
+                    self,
+                    durable,
+                    None,
+                    auto_delete,
+                    arguments.clone(),
+                    args,
+                )
+            }
+            Some((node, link)) => QueueShared::spawn_remote(
                 name.to_owned(),
-                self,
-                o.durable,
-                o.exclusive.then_some(connection),
-                o.auto_delete,
-                o.arguments.clone(),
-                args,
-            )
-        });
-        Ok(entry.clone())
+                self.name.clone(),
+                durable,
+                auto_delete,
+                arguments.clone(),
+                node,
+                link,
+            ),
+        };
+        self.queues.insert(name.to_owned(), q);
+    }
+
+    /// Removes a queue the cluster deleted: its bindings here, and its messages when it lives
+    /// here (never cascading: the cluster decided what else goes).
+    pub fn drop_queue(&self, name: &str) {
+        let Some((_, q)) = self.queues.remove(name) else {
+            return;
+        };
+        q.mark_deleted();
+        self.queue_churn[2].fetch_add(1, Ordering::Relaxed);
+        self.remove_destination(&Destination::Queue(q.clone()), exchanges::Cascade::No);
+        if let Ok(rt) = tokio::runtime::Handle::try_current() {
+            rt.spawn(async move {
+                match q.home {
+                    Some(_) => q.shutdown().await,
+                    None => {
+                        let _ = q.delete(false, false).await;
+                    }
+                }
+            });
+        }
     }
 
     /// queue.bind.
@@ -336,10 +408,8 @@ impl VHost {
         args: &FieldTable,
         connection: u64,
     ) -> CoreResult<()> {
-        let q = self.queue(queue)?;
-        self.check_exclusive(&q, connection)?;
-        let x = self.binding_endpoints(exchange, None)?;
-        Self::check_binding_args(&x, args)?;
+        let q = self.queue_bind_checks(queue, exchange, args, connection)?;
+        let x = self.exchange(exchange)?;
         self.add_binding(
             &x,
             Binding {
@@ -349,6 +419,22 @@ impl VHost {
             },
         );
         Ok(())
+    }
+
+    /// What queue.bind checks (the queue exists and is not another connection's exclusive
+    /// queue, the exchange exists, the arguments suit its type): the queue.
+    pub fn queue_bind_checks(
+        &self,
+        queue: &str,
+        exchange: &str,
+        args: &FieldTable,
+        connection: u64,
+    ) -> CoreResult<QueueRef> {
+        let q = self.queue(queue)?;
+        self.check_exclusive(&q, connection)?;
+        let x = self.binding_endpoints(exchange, None)?;
+        Self::check_binding_args(&x, args)?;
+        Ok(q)
     }
 
     /// queue.unbind; a missing queue or exchange unbinds nothing and succeeds, as in RabbitMQ.

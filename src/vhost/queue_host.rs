@@ -27,6 +27,7 @@ impl QueueHost for VHost {
 
     fn forget_queue(&self, q: &QueueRef) {
         VHost::forget_queue(self, q);
+        self.queue_removed_itself(q);
     }
 
     fn dead_letter(self: Arc<Self>, dlx: &str, copies: Vec<Arc<Message>>) {

@@ -2,6 +2,7 @@
 //! it, and helpers to read AMQP reply codes out of client errors.
 #![allow(dead_code)]
 
+pub mod cluster;
 pub mod http;
 pub mod raw;
 

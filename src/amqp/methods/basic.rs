@@ -92,7 +92,10 @@ impl Session {
             return self.consume_reply_to(ch, c);
         }
         self.authorize(Access::Read, Kind::Queue, c.queue.as_str())?;
-        let q = self.vhost.queue(c.queue.as_str())?;
+        let q = self
+            .broker
+            .find_queue(&self.vhost, c.queue.as_str())
+            .await?;
         self.vhost.check_exclusive(&q, self.id)?;
         let tag: Arc<str> = match c.consumer_tag.as_str() {
             "" => generated_name("amq.ctag-").into(),
@@ -175,7 +178,10 @@ impl Session {
 
     pub(super) async fn basic_get(&mut self, ch: &mut Channel, g: basic::Get) -> AmqpResult<()> {
         self.authorize(Access::Read, Kind::Queue, g.queue.as_str())?;
-        let q = self.vhost.queue(g.queue.as_str())?;
+        let q = self
+            .broker
+            .find_queue(&self.vhost, g.queue.as_str())
+            .await?;
         self.vhost.check_exclusive(&q, self.id)?;
         let cap = self.broker.config.max_unacked_per_channel as usize;
         if !g.no_ack && cap != 0 && ch.unacked.len() >= cap {

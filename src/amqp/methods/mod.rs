@@ -51,7 +51,7 @@ pub(crate) async fn dispatch(s: &mut Session, ch: &mut Channel, mut m: C) -> Amq
         C::Exchange(_) => unexpected("exchange"),
         C::Queue(proto::queue::AMQPMethod::Declare(d)) => s.queue_declare(ch, d).await,
         C::Queue(proto::queue::AMQPMethod::Bind(b)) => s.queue_bind(ch, b).await,
-        C::Queue(proto::queue::AMQPMethod::Unbind(u)) => s.queue_unbind(ch, u),
+        C::Queue(proto::queue::AMQPMethod::Unbind(u)) => s.queue_unbind(ch, u).await,
         C::Queue(proto::queue::AMQPMethod::Purge(p)) => s.queue_purge(ch, p).await,
         C::Queue(proto::queue::AMQPMethod::Delete(d)) => s.queue_delete(ch, d).await,
         C::Queue(_) => unexpected("queue"),

@@ -46,18 +46,22 @@ impl Session {
                 )?;
             }
         }
-        let q = self.vhost.queue_declare(
-            &name,
-            &QueueOptions {
-                passive: d.passive,
-                durable: d.durable,
-                exclusive: d.exclusive,
-                auto_delete: d.auto_delete,
-                arguments: d.arguments,
-                server_named,
-            },
-            self.id,
-        )?;
+        let q = self
+            .broker
+            .declare_queue(
+                &self.vhost,
+                &name,
+                &QueueOptions {
+                    passive: d.passive,
+                    durable: d.durable,
+                    exclusive: d.exclusive,
+                    auto_delete: d.auto_delete,
+                    arguments: d.arguments,
+                    server_named,
+                },
+                self.id,
+            )
+            .await?;
         if q.exclusive_owner == Some(self.id)
             && !self.exclusive_queues.iter().any(|e| Arc::ptr_eq(e, &q))
         {
@@ -101,17 +105,24 @@ impl Session {
         Ok(())
     }
 
-    pub(super) fn queue_unbind(&mut self, ch: &mut Channel, u: queue::Unbind) -> AmqpResult<()> {
+    pub(super) async fn queue_unbind(
+        &mut self,
+        ch: &mut Channel,
+        u: queue::Unbind,
+    ) -> AmqpResult<()> {
         self.authorize(Access::Write, Kind::Queue, u.queue.as_str())?;
         self.authorize(Access::Read, Kind::Exchange, u.exchange.as_str())?;
         self.authorize_topic_read(u.exchange.as_str(), u.routing_key.as_str())?;
-        self.vhost.queue_unbind(
-            u.queue.as_str(),
-            u.exchange.as_str(),
-            u.routing_key.as_str(),
-            &u.arguments,
-            self.id,
-        )?;
+        self.broker
+            .unbind_queue(
+                &self.vhost,
+                u.queue.as_str(),
+                u.exchange.as_str(),
+                u.routing_key.as_str(),
+                &u.arguments,
+                self.id,
+            )
+            .await?;
         self.send_method(
             ch.id,
             AMQPClass::Queue(queue::AMQPMethod::UnbindOk(queue::UnbindOk {})),
@@ -125,7 +136,10 @@ impl Session {
         p: queue::Purge,
     ) -> AmqpResult<()> {
         self.authorize(Access::Read, Kind::Queue, p.queue.as_str())?;
-        let q = self.vhost.queue(p.queue.as_str())?;
+        let q = self
+            .broker
+            .find_queue(&self.vhost, p.queue.as_str())
+            .await?;
         self.vhost.check_exclusive(&q, self.id)?;
         let message_count = q.purge().await?;
         if !p.nowait {
@@ -144,8 +158,14 @@ impl Session {
     ) -> AmqpResult<()> {
         self.authorize(Access::Configure, Kind::Queue, d.queue.as_str())?;
         let message_count = self
-            .vhost
-            .queue_delete(d.queue.as_str(), d.if_unused, d.if_empty, self.id)
+            .broker
+            .delete_queue(
+                &self.vhost,
+                d.queue.as_str(),
+                d.if_unused,
+                d.if_empty,
+                self.id,
+            )
             .await?;
         self.exclusive_queues.retain(|q| q.name != d.queue.as_str());
         if !d.nowait {

@@ -119,6 +119,15 @@ pub(super) struct Mailbox {
     control: mpsc::UnboundedReceiver<QueueCmd>,
 }
 
+impl Mailbox {
+    /// The data and control receivers.
+    pub(super) fn into_parts(
+        self,
+    ) -> (mpsc::Receiver<QueueCmd>, mpsc::UnboundedReceiver<QueueCmd>) {
+        (self.data, self.control)
+    }
+}
+
 /// The senders of a new queue's two channels (data bounded to `size`), and its mailbox.
 pub(super) fn mailbox(
     size: usize,
@@ -570,7 +579,7 @@ impl QueueActor {
                 self.capacity.sample();
             }
             QueueCmd::Shutdown => self.stopped = true,
-            QueueCmd::Kick => {}
+            QueueCmd::Kick | QueueCmd::RemoteDeliveries(..) | QueueCmd::RemoteCancelled(_) => {}
         }
     }
 

@@ -1,0 +1,444 @@
+//! A queue whose home is another node of the cluster, as this node sees it: a [`QueueShared`]
+//! like any other (so exchanges bind to it, publishers route to it and channels consume from
+//! it unchanged), whose task forwards each command to the home node through a
+//! [`RemoteLink`] instead of holding messages. Publishes are sent in batches (what piles up
+//! in the mailbox while one batch is on the wire goes in the next), and their confirms
+//! complete when the home node has stored them. Deliveries to consumers here come back from
+//! the home node ([`QueueShared::remote_deliveries`]) and are pushed to the consumers' own
+//! connections; acks, rejects and cancels go home.
+//!
+//! The operations and their answers ([`RemoteOp`], [`RemoteReply`]) are the queue's; how they
+//! travel (the cluster's inter-node connections) is the link's.
+
+use super::consumer::{ConsumerEvent, ConsumerSpec, Delivery};
+use super::{GetResult, QueueCmd, QueueInfo, QueueRef, QueueShared};
+use crate::error::CoreError;
+use crate::message::Message;
+use bytes::Bytes;
+use serde::{Deserialize, Serialize};
+use std::collections::HashMap;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+
+/// Messages forwarded to the home node in one batch at most.
+const PUBLISH_BATCH: usize = 512;
+
+/// A message as it travels between nodes: where it was published, its raw properties and
+/// body.
+#[derive(Debug, Serialize, Deserialize)]
+pub struct WireMessage {
+    /// Exchange it was published to.
+    pub exchange: String,
+    /// Routing key.
+    pub routing_key: String,
+    /// Length of the properties at the start of `data`.
+    pub props_len: u32,
+    /// Properties then body.
+    pub data: Bytes,
+}
+
+impl WireMessage {
+    /// The wire form of `m`.
+    pub fn of(m: &Message) -> WireMessage {
+        WireMessage {
+            exchange: m.exchange.to_string(),
+            routing_key: m.routing_key.to_string(),
+            props_len: u32::try_from(m.raw_properties().len()).unwrap_or(u32::MAX),
+            data: Bytes::copy_from_slice(m.data()),
+        }
+    }
+
+    /// The message again; None when its properties do not parse.
+    pub fn message(self) -> Option<Message> {
+        Message::from_stored_bytes(
+            &self.exchange,
+            &self.routing_key,
+            self.props_len as usize,
+            self.data,
+        )
+    }
+}
+
+/// A consumer on another node, as its queue's home node registers it.
+#[derive(Debug, Serialize, Deserialize)]
+pub struct RemoteConsumer {
+    /// The consumer's id on its own node.
+    pub id: u64,
+    /// Consumer tag.
+    pub tag: String,
+    /// Channel number.
+    pub channel: u16,
+    /// Deliveries need no ack.
+    pub no_ack: bool,
+    /// Exclusive consumer.
+    pub exclusive: bool,
+    /// Unacked deliveries it may hold (0: no limit): its own prefetch or its channel's.
+    pub prefetch: u32,
+    /// Consumer priority.
+    pub priority: i32,
+    /// Consumer timeout, milliseconds (0: none).
+    pub timeout: u64,
+}
+
+/// What a queue's home node is asked on behalf of another node.
+#[derive(Debug, Serialize, Deserialize)]
+pub enum RemoteOp {
+    /// Enqueue these, each with whether its publisher waits for a confirm.
+    Publish(Vec<(WireMessage, bool)>),
+    /// (ready messages, consumers).
+    Stats,
+    /// Counters for the management API.
+    Info,
+    /// basic.get.
+    Get {
+        /// Settled on delivery.
+        no_ack: bool,
+    },
+    /// Acknowledge by sequence number.
+    Ack(Vec<u64>),
+    /// Return to the queue, redelivered.
+    Requeue(Vec<u64>),
+    /// Drop (reject, nack without requeue).
+    Discard(Vec<u64>),
+    /// Drop every ready message.
+    Purge,
+    /// queue.delete.
+    Delete {
+        /// Only when it has no consumers.
+        if_unused: bool,
+        /// Only when it has no messages.
+        if_empty: bool,
+    },
+    /// Register a consumer whose connection is on another node.
+    Consume(RemoteConsumer),
+    /// Remove the consumer with this id on the asking node.
+    Cancel(u64),
+}
+
+/// Counters of a remote queue (the management API's subset).
+#[derive(Debug, Default, Serialize, Deserialize)]
+pub struct RemoteInfo {
+    /// Ready messages.
+    pub ready: u32,
+    /// Unacknowledged.
+    pub unacked: u32,
+    /// Consumers.
+    pub consumers: u32,
+    /// Body bytes ready.
+    pub bytes_ready: u64,
+    /// Body bytes unacknowledged.
+    pub bytes_unacked: u64,
+    /// Estimated memory.
+    pub memory: u64,
+}
+
+impl RemoteInfo {
+    /// The counters of `i`.
+    pub fn of(i: &QueueInfo) -> RemoteInfo {
+        RemoteInfo {
+            ready: i.messages_ready,
+            unacked: i.messages_unacknowledged,
+            consumers: i.consumers,
+            bytes_ready: i.message_bytes_ready,
+            bytes_unacked: i.message_bytes_unacknowledged,
+            memory: i.memory,
+        }
+    }
+
+    fn info(&self) -> QueueInfo {
+        QueueInfo {
+            messages_ready: self.ready,
+            messages_unacknowledged: self.unacked,
+            consumers: self.consumers,
+            message_bytes_ready: self.bytes_ready,
+            message_bytes_unacknowledged: self.bytes_unacked,
+            memory: self.memory,
+            ..QueueInfo::default()
+        }
+    }
+}
+
+/// What basic.get on a remote queue handed out.
+#[derive(Debug, Serialize, Deserialize)]
+pub struct RemoteGot {
+    /// The home queue's sequence number.
+    pub seq: u64,
+    /// The message.
+    pub msg: WireMessage,
+    /// Delivered before.
+    pub redelivered: bool,
+    /// Ready messages left.
+    pub remaining: u32,
+}
+
+/// One delivery from the home node to a consumer here.
+#[derive(Debug, Serialize, Deserialize)]
+pub struct RemoteDelivery {
+    /// The home queue's sequence number.
+    pub seq: u64,
+    /// Delivered before.
+    pub redelivered: bool,
+    /// The message.
+    pub msg: WireMessage,
+}
+
+/// The home node's answer to a [`RemoteOp`].
+#[derive(Debug, Serialize, Deserialize)]
+pub enum RemoteReply {
+    /// To `Publish`: stored (or accepted) per message.
+    Published(Vec<bool>),
+    /// To `Stats`.
+    Stats(u32, u32),
+    /// To `Info`.
+    Info(RemoteInfo),
+    /// To `Get`.
+    Got(Option<RemoteGot>),
+    /// To `Purge` and `Delete`: a message count.
+    Count(u32),
+    /// To settlements, `Consume` and `Cancel`.
+    Done,
+    /// The operation failed there: its reply code and text.
+    Failed(u16, String),
+}
+
+/// A boxed future of a link's answer.
+pub type LinkFuture = Pin<Box<dyn Future<Output = Result<RemoteReply, CoreError>> + Send>>;
+
+/// Carries operations to a queue's home node; the error is what this node reports when the
+/// home node does not answer.
+pub trait RemoteLink: Send + Sync + 'static {
+    /// Sends `op` for the queue `q` to its home node.
+    fn call(&self, q: &QueueShared, op: RemoteOp) -> LinkFuture;
+}
+
+/// The task of a remote queue.
+struct Proxy {
+    q: QueueRef,
+    link: Arc<dyn RemoteLink>,
+    /// Consumers here, by id.
+    consumers: HashMap<u64, ConsumerSpec>,
+}
+
+/// Starts the task of the remote queue `q`.
+pub(super) fn start(q: QueueRef, link: Arc<dyn RemoteLink>, rx: super::actor::Mailbox) {
+    let proxy = Proxy {
+        q,
+        link,
+        consumers: HashMap::new(),
+    };
+    tokio::spawn(proxy.run(rx));
+}
+
+impl Proxy {
+    async fn run(mut self, rx: super::actor::Mailbox) {
+        let (mut data, mut control) = rx.into_parts();
+        loop {
+            let cmd = tokio::select! {
+                biased;
+                Some(cmd) = control.recv() => cmd,
+                Some(cmd) = data.recv() => cmd,
+                else => break,
+            };
+            if let QueueCmd::Publish(msg, token) = cmd {
+                let mut batch = vec![(msg, token)];
+                while batch.len() < PUBLISH_BATCH {
+                    match data.try_recv() {
+                        Ok(QueueCmd::Publish(m, t)) => batch.push((m, t)),
+                        Ok(other) => {
+                            self.publish(std::mem::take(&mut batch)).await;
+                            self.handle(other).await;
+                            break;
+                        }
+                        Err(_) => break,
+                    }
+                }
+                if !batch.is_empty() {
+                    self.publish(batch).await;
+                }
+            } else if !self.handle(cmd).await {
+                break;
+            }
+        }
+        self.q.closed();
+    }
+
+    async fn call(&self, op: RemoteOp) -> Result<RemoteReply, CoreError> {
+        match self.link.call(&self.q, op).await? {
+            RemoteReply::Failed(code, text) => Err(CoreError::Remote { code, text }),
+            reply => Ok(reply),
+        }
+    }
+
+    async fn publish(&self, batch: Vec<(Arc<Message>, Option<crate::confirm::ConfirmToken>)>) {
+        let wire = batch
+            .iter()
+            .map(|(m, t)| {
+                self.q.taken(m);
+                (WireMessage::of(m), t.is_some())
+            })
+            .collect();
+        let stored = match self.call(RemoteOp::Publish(wire)).await {
+            Ok(RemoteReply::Published(v)) => v,
+            _ => Vec::new(),
+        };
+        for (i, (_, token)) in batch.into_iter().enumerate() {
+            if let Some(t) = token {
+                t.complete(stored.get(i).copied().unwrap_or(false));
+            }
+        }
+    }
+
+    /// Carries out one command; false when the task should end.
+    async fn handle(&mut self, cmd: QueueCmd) -> bool {
+        match cmd {
+            QueueCmd::Publish(msg, token) => self.publish(vec![(msg, token)]).await,
+            QueueCmd::Consume(spec, reply) => {
+                let prefetch = match (spec.prefetch, spec.limiter.limit()) {
+                    (0, l) | (l, 0) => l,
+                    (a, b) => a.min(b),
+                };
+                let op = RemoteOp::Consume(RemoteConsumer {
+                    id: spec.id,
+                    tag: spec.tag.to_string(),
+                    channel: spec.channel,
+                    no_ack: spec.no_ack,
+                    exclusive: spec.exclusive,
+                    prefetch,
+                    priority: spec.priority,
+                    timeout: spec.timeout,
+                });
+                let id = spec.id;
+                self.consumers.insert(id, spec);
+                let done = self.call(op).await.map(|_| ());
+                if done.is_err() {
+                    self.consumers.remove(&id);
+                }
+                let _ = reply.send(done);
+            }
+            QueueCmd::Cancel(id) => {
+                if self.consumers.remove(&id).is_some() {
+                    let _ = self.call(RemoteOp::Cancel(id)).await;
+                }
+            }
+            QueueCmd::Ack(seqs) => {
+                let _ = self.call(RemoteOp::Ack(seqs)).await;
+            }
+            QueueCmd::Requeue(seqs) => {
+                let _ = self.call(RemoteOp::Requeue(seqs)).await;
+            }
+            QueueCmd::Discard(seqs) => {
+                let _ = self.call(RemoteOp::Discard(seqs)).await;
+            }
+            QueueCmd::Undelivered(seq, _, _) => {
+                let _ = self.call(RemoteOp::Requeue(vec![seq])).await;
+            }
+            QueueCmd::RemoteDeliveries(consumer, items) => self.deliver(consumer, items),
+            QueueCmd::RemoteCancelled(consumer) => {
+                if let Some(spec) = self.consumers.remove(&consumer) {
+                    let _ = spec.sink.send(ConsumerEvent::Cancelled {
+                        channel: spec.channel,
+                        tag: spec.tag.clone(),
+                    });
+                }
+            }
+            QueueCmd::Get(no_ack, reply) => {
+                let got = match self.call(RemoteOp::Get { no_ack }).await {
+                    Ok(RemoteReply::Got(Some(g))) => g.msg.message().map(|msg| GetResult {
+                        seq: g.seq,
+                        msg: Arc::new(msg),
+                        redelivered: g.redelivered,
+                        remaining: g.remaining,
+                    }),
+                    Ok(_) => None,
+                    // Dropping the reply reports the home node down.
+                    Err(_) => return true,
+                };
+                let _ = reply.send(got);
+            }
+            QueueCmd::Purge(reply) => {
+                if let Ok(RemoteReply::Count(n)) = self.call(RemoteOp::Purge).await {
+                    let _ = reply.send(n);
+                }
+            }
+            QueueCmd::Delete {
+                if_unused,
+                if_empty,
+                reply,
+            } => {
+                let done = self.call(RemoteOp::Delete {
+                    if_unused,
+                    if_empty,
+                });
+                let _ = reply.send(match done.await {
+                    Ok(RemoteReply::Count(n)) => Ok(n),
+                    Ok(_) => Ok(0),
+                    Err(e) => Err(e),
+                });
+            }
+            QueueCmd::Stats(reply) => {
+                if let Ok(RemoteReply::Stats(ready, consumers)) = self.call(RemoteOp::Stats).await {
+                    let _ = reply.send((ready, consumers));
+                }
+            }
+            QueueCmd::Info(reply) => {
+                if let Ok(RemoteReply::Info(i)) = self.call(RemoteOp::Info).await {
+                    let _ = reply.send(i.info());
+                }
+            }
+            QueueCmd::Consumers(reply) => {
+                let _ = reply.send(Vec::new());
+            }
+            QueueCmd::Flush(reply) => {
+                let _ = reply.send(());
+            }
+            QueueCmd::Shutdown => return false,
+            QueueCmd::Touch | QueueCmd::Sample | QueueCmd::Policy(_) | QueueCmd::Kick => {}
+        }
+        true
+    }
+
+    /// Pushes deliveries from the home node to a consumer here.
+    fn deliver(&mut self, consumer: u64, items: Vec<RemoteDelivery>) {
+        let Some(spec) = self.consumers.get(&consumer) else {
+            // Cancelled meanwhile: they go back.
+            let seqs = items.into_iter().map(|d| d.seq).collect();
+            let (link, q) = (self.link.clone(), self.q.clone());
+            tokio::spawn(async move { link.call(&q, RemoteOp::Requeue(seqs)).await });
+            return;
+        };
+        for d in items {
+            let Some(msg) = d.msg.message() else {
+                continue;
+            };
+            if !spec.no_ack {
+                spec.limiter.acquire_granted();
+            }
+            spec.pending.fetch_add(1, Ordering::AcqRel);
+            let _ = spec.sink.send(ConsumerEvent::Deliver(Delivery {
+                channel: spec.channel,
+                tag: spec.tag.clone(),
+                consumer: spec.id,
+                queue: self.q.clone(),
+                seq: d.seq,
+                redelivered: d.redelivered,
+                msg: Arc::new(msg),
+                no_ack: spec.no_ack,
+                pending: spec.pending.clone(),
+            }));
+        }
+    }
+}
+
+impl QueueShared {
+    /// Hands deliveries the home node made to consumer `consumer` here to its connection.
+    pub fn remote_deliveries(&self, consumer: u64, items: Vec<RemoteDelivery>) {
+        self.control(QueueCmd::RemoteDeliveries(consumer, items));
+    }
+
+    /// The home node cancelled consumer `consumer` here (its queue went away there).
+    pub fn remote_cancelled(&self, consumer: u64) {
+        self.control(QueueCmd::RemoteCancelled(consumer));
+    }
+}

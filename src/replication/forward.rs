@@ -1,0 +1,401 @@
+//! Queue operations between nodes: what a node sends a queue's home node on behalf of its
+//! clients (publishes, gets, settlements, consumers, deletes), and what the home node sends
+//! back to the nodes its remote consumers are on (deliveries, cancellations). The requests
+//! travel as the cluster's opaque `App` requests (`MetaNode::call_app`), in the cluster's
+//! encoding.
+//!
+//! A consumer on another node is registered at home as an ordinary consumer whose connection
+//! is a forwarding task: it batches what the queue delivers, sends it to the consumer's node,
+//! and gives the queue its delivery window back once the batch is there. If that node stops
+//! answering, the batch is requeued and the consumer cancelled.
+
+use super::unavailable;
+use crate::broker::Broker;
+use crate::cluster::codec;
+use crate::cluster::node::AppHandler;
+use crate::cluster::MetaNode;
+use crate::confirm::ConfirmToken;
+use crate::error::{code, CoreError, CoreResult, Kind};
+use crate::queue::consumer::{ChannelLimiter, ConsumerEvent, ConsumerSpec, Delivery};
+use crate::queue::remote::{
+    LinkFuture, RemoteConsumer, RemoteDelivery, RemoteGot, RemoteInfo, RemoteLink, RemoteOp,
+    RemoteReply, WireMessage,
+};
+use crate::queue::{QueueRef, QueueShared};
+use crate::vhost::VHost;
+use dashmap::DashMap;
+use serde::{Deserialize, Serialize};
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::{Arc, Weak};
+use std::time::Duration;
+use tokio::sync::mpsc;
+
+/// How long a forwarded operation may take (a home node's delete waits for the group).
+const CALL_TIMEOUT: Duration = Duration::from_secs(15);
+/// Deliveries sent to a consumer's node in one request at most.
+const DELIVERY_BATCH: usize = 256;
+
+/// A request between the core halves of two nodes.
+#[derive(Debug, Serialize, Deserialize)]
+enum App {
+    /// An operation on a queue that lives on the receiver, for a client of node `origin`.
+    Queue {
+        vhost: String,
+        queue: String,
+        origin: String,
+        op: RemoteOp,
+    },
+    /// Deliveries from a queue's home node to consumer `consumer` on the receiver.
+    Deliveries {
+        vhost: String,
+        queue: String,
+        consumer: u64,
+        items: Vec<RemoteDelivery>,
+    },
+    /// The home node cancelled consumer `consumer` on the receiver.
+    Cancelled {
+        vhost: String,
+        queue: String,
+        consumer: u64,
+    },
+}
+
+fn failed(e: &CoreError) -> RemoteReply {
+    let text = match e {
+        CoreError::Remote { text, .. } => text.clone(),
+        other => other.to_string(),
+    };
+    RemoteReply::Failed(e.reply_code(), text)
+}
+
+async fn send(node: &MetaNode, to: &str, app: &App) -> Result<RemoteReply, CoreError> {
+    let bytes = codec::encode(app).map_err(|e| CoreError::Internal(e.to_string()))?;
+    let answer = node
+        .call_app(to, bytes, CALL_TIMEOUT)
+        .await
+        .map_err(unavailable)?;
+    codec::decode(&answer).map_err(|e| CoreError::Internal(e.to_string()))
+}
+
+/// Carries a remote queue's operations to its home node.
+struct Link {
+    node: Arc<MetaNode>,
+}
+
+/// The link remote queues on `node` use.
+pub(super) fn link(node: &Arc<MetaNode>) -> Arc<dyn RemoteLink> {
+    Arc::new(Link { node: node.clone() })
+}
+
+impl RemoteLink for Link {
+    fn call(&self, q: &QueueShared, op: RemoteOp) -> LinkFuture {
+        let node = self.node.clone();
+        let home = q.home.as_deref().unwrap_or_default().to_owned();
+        let (vhost, queue) = (q.vhost.clone(), q.name.clone());
+        Box::pin(async move {
+            let down = CoreError::HomeDown {
+                node: home.clone(),
+                queue: queue.clone(),
+                vhost: vhost.clone(),
+            };
+            let app = App::Queue {
+                vhost,
+                queue,
+                origin: node.name().to_owned(),
+                op,
+            };
+            send(&node, &home, &app).await.map_err(|_| down)
+        })
+    }
+}
+
+/// What answers other nodes' queue requests here.
+struct Forwarder {
+    broker: Weak<Broker>,
+    /// Consumers of other nodes on queues here: (their node, their id) -> (queue, id here).
+    consumers: DashMap<(String, u64), (QueueRef, u64)>,
+}
+
+/// The handler of other nodes' queue requests for `b`.
+pub fn handler(b: &Arc<Broker>) -> AppHandler {
+    let f = Arc::new(Forwarder {
+        broker: Arc::downgrade(b),
+        consumers: DashMap::new(),
+    });
+    Arc::new(move |bytes| {
+        let f = f.clone();
+        Box::pin(async move {
+            let reply = match codec::decode::<App>(&bytes) {
+                Ok(app) => f.serve(app).await,
+                Err(e) => RemoteReply::Failed(code::INTERNAL_ERROR, format!("bad request: {e}")),
+            };
+            codec::encode(&reply).unwrap_or_default()
+        })
+    })
+}
+
+/// How a forwarded publish's confirm is to be answered.
+enum Wait {
+    Now(bool),
+    Stored(tokio::sync::oneshot::Receiver<bool>),
+}
+
+impl Forwarder {
+    async fn serve(self: &Arc<Self>, app: App) -> RemoteReply {
+        let Some(b) = self.broker.upgrade() else {
+            return RemoteReply::Failed(code::INTERNAL_ERROR, "node stopping".into());
+        };
+        let find = |vhost: &str, queue: &str| {
+            b.vhost(vhost)
+                .and_then(|v| v.queue(queue).ok().map(|q| (v, q)))
+                .ok_or_else(|| CoreError::not_found(Kind::Queue, queue, vhost))
+        };
+        match app {
+            App::Deliveries {
+                vhost,
+                queue,
+                consumer,
+                items,
+            } => match find(&vhost, &queue) {
+                Ok((_, q)) => {
+                    q.remote_deliveries(consumer, items);
+                    RemoteReply::Done
+                }
+                Err(e) => failed(&e),
+            },
+            App::Cancelled {
+                vhost,
+                queue,
+                consumer,
+            } => {
+                if let Ok((_, q)) = find(&vhost, &queue) {
+                    q.remote_cancelled(consumer);
+                }
+                RemoteReply::Done
+            }
+            App::Queue {
+                vhost,
+                queue,
+                origin,
+                op,
+            } => match find(&vhost, &queue) {
+                Ok((v, q)) if q.home.is_none() => self
+                    .queue_op(&b, &v, q, origin, op)
+                    .await
+                    .unwrap_or_else(|e| failed(&e)),
+                _ => failed(&CoreError::not_found(Kind::Queue, &queue, &vhost)),
+            },
+        }
+    }
+
+    async fn queue_op(
+        self: &Arc<Self>,
+        b: &Arc<Broker>,
+        v: &VHost,
+        q: QueueRef,
+        origin: String,
+        op: RemoteOp,
+    ) -> CoreResult<RemoteReply> {
+        Ok(match op {
+            RemoteOp::Publish(items) => {
+                let mut waits = Vec::with_capacity(items.len());
+                for (wire, confirm) in items {
+                    let Some(msg) = wire.message() else {
+                        waits.push(Wait::Now(false));
+                        continue;
+                    };
+                    let (token, wait) = match confirm {
+                        true => {
+                            let (t, rx) = ConfirmToken::waiter();
+                            (Some(t), Wait::Stored(rx))
+                        }
+                        false => (None, Wait::Now(true)),
+                    };
+                    let queued = v.enqueue_routed(&q, Arc::new(msg), token).await;
+                    waits.push(if queued { wait } else { Wait::Now(false) });
+                }
+                let mut stored = Vec::with_capacity(waits.len());
+                for w in waits {
+                    stored.push(match w {
+                        Wait::Now(ok) => ok,
+                        Wait::Stored(rx) => rx.await.unwrap_or(false),
+                    });
+                }
+                RemoteReply::Published(stored)
+            }
+            RemoteOp::Stats => {
+                let (ready, consumers) = q.stats().await?;
+                RemoteReply::Stats(ready, consumers)
+            }
+            RemoteOp::Info => RemoteReply::Info(RemoteInfo::of(&q.info().await?)),
+            RemoteOp::Get { no_ack } => RemoteReply::Got(q.get(no_ack).await?.map(|g| RemoteGot {
+                seq: g.seq,
+                msg: WireMessage::of(&g.msg),
+                redelivered: g.redelivered,
+                remaining: g.remaining,
+            })),
+            RemoteOp::Ack(seqs) => {
+                q.ack(seqs).await;
+                RemoteReply::Done
+            }
+            RemoteOp::Requeue(seqs) => {
+                q.requeue(seqs).await;
+                RemoteReply::Done
+            }
+            RemoteOp::Discard(seqs) => {
+                q.discard(seqs).await;
+                RemoteReply::Done
+            }
+            RemoteOp::Purge => RemoteReply::Count(q.purge().await?),
+            RemoteOp::Delete {
+                if_unused,
+                if_empty,
+            } => RemoteReply::Count(b.delete_queue(v, &q.name, if_unused, if_empty, 0).await?),
+            RemoteOp::Consume(c) => {
+                self.consume(b, q, origin, c).await?;
+                RemoteReply::Done
+            }
+            RemoteOp::Cancel(id) => {
+                if let Some((_, (q, here))) = self.consumers.remove(&(origin, id)) {
+                    q.cancel(here).await;
+                }
+                RemoteReply::Done
+            }
+        })
+    }
+
+    /// Registers a consumer of node `origin` on `q`, with a task forwarding its deliveries.
+    async fn consume(
+        self: &Arc<Self>,
+        b: &Arc<Broker>,
+        q: QueueRef,
+        origin: String,
+        c: RemoteConsumer,
+    ) -> CoreResult<()> {
+        let node = b
+            .cluster
+            .get()
+            .cloned()
+            .ok_or_else(|| CoreError::Internal("not in a cluster".into()))?;
+        let (sink, events) = mpsc::unbounded_channel();
+        let here = b.next_id();
+        let pending = Arc::new(AtomicU32::new(0));
+        q.consume(ConsumerSpec {
+            id: here,
+            tag: c.tag.as_str().into(),
+            channel: c.channel,
+            connection: 0,
+            sink,
+            no_ack: c.no_ack,
+            exclusive: c.exclusive,
+            prefetch: c.prefetch,
+            limiter: Arc::new(ChannelLimiter::default()),
+            pending: pending.clone(),
+            priority: c.priority,
+            timeout: c.timeout,
+        })
+        .await?;
+        let key = (origin.clone(), c.id);
+        self.consumers.insert(key.clone(), (q.clone(), here));
+        let out = Outbound {
+            node,
+            origin,
+            consumer: c.id,
+            here,
+            q,
+            pending,
+        };
+        let forwarder = self.clone();
+        tokio::spawn(async move {
+            out.run(events).await;
+            forwarder.consumers.remove(&key);
+        });
+        Ok(())
+    }
+}
+
+/// The forwarding task of one remote consumer.
+struct Outbound {
+    node: Arc<MetaNode>,
+    origin: String,
+    /// The consumer's id on its node, and here.
+    consumer: u64,
+    here: u64,
+    q: QueueRef,
+    pending: Arc<AtomicU32>,
+}
+
+impl Outbound {
+    async fn run(self, mut events: mpsc::UnboundedReceiver<ConsumerEvent>) {
+        let mut next = None;
+        loop {
+            let event = match next.take() {
+                Some(e) => e,
+                None => match events.recv().await {
+                    Some(e) => e,
+                    None => return,
+                },
+            };
+            match event {
+                ConsumerEvent::Deliver(d) => {
+                    let mut batch = vec![d];
+                    while batch.len() < DELIVERY_BATCH {
+                        match events.try_recv() {
+                            Ok(ConsumerEvent::Deliver(d)) => batch.push(d),
+                            Ok(other) => {
+                                next = Some(other);
+                                break;
+                            }
+                            Err(_) => break,
+                        }
+                    }
+                    if !self.forward(batch).await {
+                        self.q.cancel(self.here).await;
+                        return;
+                    }
+                }
+                ConsumerEvent::Cancelled { .. } => {
+                    let app = App::Cancelled {
+                        vhost: self.q.vhost.clone(),
+                        queue: self.q.name.clone(),
+                        consumer: self.consumer,
+                    };
+                    let _ = send(&self.node, &self.origin, &app).await;
+                    return;
+                }
+                _ => {}
+            }
+        }
+    }
+
+    /// Sends deliveries to the consumer's node; false (and they are requeued) when it does
+    /// not take them.
+    async fn forward(&self, batch: Vec<Delivery>) -> bool {
+        let n = u32::try_from(batch.len()).unwrap_or(u32::MAX);
+        let seqs: Vec<u64> = batch.iter().map(|d| d.seq).collect();
+        let items = batch
+            .iter()
+            .map(|d| RemoteDelivery {
+                seq: d.seq,
+                redelivered: d.redelivered,
+                msg: WireMessage::of(&d.msg),
+            })
+            .collect();
+        let app = App::Deliveries {
+            vhost: self.q.vhost.clone(),
+            queue: self.q.name.clone(),
+            consumer: self.consumer,
+            items,
+        };
+        let taken = matches!(
+            send(&self.node, &self.origin, &app).await,
+            Ok(RemoteReply::Done)
+        );
+        self.pending.fetch_sub(n, Ordering::AcqRel);
+        if !taken {
+            self.q.requeue(seqs).await;
+        }
+        self.q.kick();
+        taken
+    }
+}

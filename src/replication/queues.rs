@@ -1,0 +1,310 @@
+//! Queue definitions and bindings to queues in the tree: `["vhosts", v, "queues", q]` -> the
+//! queue as JSON (`node`: its home node, `durable`, `auto_delete`, `arguments` as the hex of
+//! an AMQP field table), and bindings under `["vhosts", v, "bindings", "q", queue, ...]` (see
+//! [`super::exchanges`]). Every node installs every queue: its home node runs the queue, the
+//! others a handle that forwards to it ([`crate::queue::remote`], [`super::forward`]).
+//! Exclusive queues stay on their connection's node and out of the tree, with their
+//! bindings, so RPC reply queues cost no consensus round trip (as in RabbitMQ).
+//!
+//! A queue is created by the group (the first of racing declares wins; the others are
+//! checked for equivalence against it) and installed where the entry applies: on its home
+//! node that starts it. A delete removes the record, the bindings to it, and the auto-delete
+//! exchanges whose last binding led to it, in one entry.
+
+use super::exchanges::{
+    auto_removal, binding_path, bindings_to, bound_to_queues, with_exchanges, End, SOURCE_AT,
+};
+use super::{forward, unavailable, Record, VHOSTS};
+use crate::broker::Broker;
+use crate::cluster::types::{Command, Path};
+use crate::error::{CoreError, CoreResult};
+use crate::queue::QueueRef;
+use crate::vhost::{QueueOptions, VHost};
+use amq_protocol::types::FieldTable;
+use std::sync::Arc;
+
+/// Where a vhost's queues live below it.
+pub(super) const QUEUES: &str = "queues";
+
+fn queue_path(vhost: &str, name: &str) -> Path {
+    vec![VHOSTS.into(), vhost.into(), QUEUES.into(), name.into()]
+}
+
+fn encode_queue(node: &str, durable: bool, auto_delete: bool, arguments: &FieldTable) -> Vec<u8> {
+    serde_json::json!({
+        "node": node,
+        "durable": durable,
+        "auto_delete": auto_delete,
+        "arguments": super::exchanges::table_hex(arguments),
+    })
+    .to_string()
+    .into_bytes()
+}
+
+/// A queue record: home node, durable, auto-delete, arguments.
+struct QueueDef {
+    node: String,
+    durable: bool,
+    auto_delete: bool,
+    arguments: FieldTable,
+}
+
+fn decode_queue(bytes: &[u8]) -> Option<QueueDef> {
+    let j: serde_json::Value = serde_json::from_slice(bytes).ok()?;
+    let flag = |k: &str| j.get(k).and_then(serde_json::Value::as_bool);
+    Some(QueueDef {
+        node: j.get("node")?.as_str()?.to_owned(),
+        durable: flag("durable")?,
+        auto_delete: flag("auto_delete")?,
+        arguments: super::exchanges::hex_table(j.get("arguments")?.as_str()?)?,
+    })
+}
+
+/// This node's name in the cluster (None: not in one).
+fn me(b: &Broker) -> Option<&str> {
+    b.cluster.get().map(|n| n.name())
+}
+
+/// Every non-exclusive queue this node knows, with its home node, as tree records.
+pub(super) fn records(b: &Broker) -> Vec<Record> {
+    let Some(me) = me(b) else {
+        return Vec::new();
+    };
+    let mut out = Vec::new();
+    for v in b.vhosts() {
+        for q in v.queues() {
+            if q.exclusive_owner.is_none() {
+                let node = q.home.as_deref().unwrap_or(me);
+                out.push((
+                    queue_path(&v.name, &q.name),
+                    encode_queue(node, q.durable, q.auto_delete, &q.arguments),
+                ));
+            }
+        }
+    }
+    out
+}
+
+/// Applies a put of a queue record; false when it does not decode.
+pub(super) fn apply_put(b: &Broker, path: &[String], value: &[u8]) -> bool {
+    let [_, vhost, _, name] = path else {
+        return true;
+    };
+    let Some(def) = decode_queue(value) else {
+        return false;
+    };
+    let (Some(v), Some(node)) = (b.vhost(vhost), b.cluster.get()) else {
+        return true;
+    };
+    let home = (def.node != node.name()).then(|| (def.node.as_str(), forward::link(node)));
+    v.install_queue(name, def.durable, def.auto_delete, &def.arguments, home);
+    true
+}
+
+/// Applies a delete of a queue record.
+pub(super) fn apply_delete(b: &Broker, path: &[String]) {
+    if let ([_, vhost, _, name], Some(v)) = (path, path.get(1).and_then(|v| b.vhost(v))) {
+        debug_assert_eq!(&v.name, vhost);
+        v.drop_queue(name);
+    }
+}
+
+/// Removes a queue's record and the bindings to it, and the auto-delete exchanges (of those
+/// committed here) whose last binding led to it.
+pub(super) fn removal(v: &VHost, name: &str) -> Command {
+    let to_it = bindings_to(&v.name, End::Queue(name));
+    let mut batch: Vec<Command> = v
+        .exchanges()
+        .iter()
+        .filter(|a| a.auto_delete && !bound_to_queues(a))
+        .map(|a| Command::IfAnyBelow {
+            prefix: to_it.clone(),
+            at: SOURCE_AT,
+            name: a.name.clone(),
+            then: vec![
+                Command::DeleteWhere {
+                    prefix: to_it.clone(),
+                    at: SOURCE_AT,
+                    name: a.name.clone(),
+                },
+                auto_removal(&v.name, &a.name),
+            ],
+        })
+        .collect();
+    batch.push(Command::DeleteWhere {
+        prefix: to_it,
+        at: SOURCE_AT - 1,
+        name: name.into(),
+    });
+    batch.push(Command::Delete {
+        path: queue_path(&v.name, name),
+    });
+    Command::Batch(batch)
+}
+
+impl Broker {
+    /// A queue by name, with a miss confirmed against the cluster ([`Broker::catch_up`]).
+    pub async fn find_queue(&self, v: &VHost, name: &str) -> CoreResult<QueueRef> {
+        match v.queue(name) {
+            Err(CoreError::NotFound { .. }) if self.catch_up().await => v.queue(name),
+            found => found,
+        }
+    }
+
+    /// queue.declare, through the cluster when the node is in one and the queue is not
+    /// exclusive: a queue already known is answered here (its home node counts its
+    /// messages); a new one is created by the group with this node as its home.
+    pub async fn declare_queue(
+        &self,
+        v: &Arc<VHost>,
+        name: &str,
+        o: &QueueOptions,
+        connection: u64,
+    ) -> CoreResult<QueueRef> {
+        let Some(node) = self.cluster.get() else {
+            return v.queue_declare(name, o, connection);
+        };
+        if v.queue(name).is_ok() || (o.exclusive && !o.passive) {
+            return v.queue_declare(name, o, connection);
+        }
+        if o.passive {
+            self.catch_up().await;
+            return v.queue_declare(name, o, connection);
+        }
+        v.queue_declare_checks(name, o)?;
+        let cmd = Command::IfPresent {
+            path: super::vhost_path(&v.name),
+            then: vec![Command::Create {
+                path: queue_path(&v.name, name),
+                value: encode_queue(node.name(), o.durable, o.auto_delete, &o.arguments),
+            }],
+        };
+        let reply = node.write(cmd).await.map_err(unavailable)?;
+        match reply.before.as_slice() {
+            [Some(_), _] => v.queue_declare(name, o, connection),
+            _ => Err(CoreError::Unavailable(format!(
+                "vhost '{}' was deleted",
+                v.name
+            ))),
+        }
+    }
+
+    /// queue.delete, through the cluster when the queue is replicated: the queue is stopped
+    /// where it lives (its conditions checked there), then its record, the bindings to it and
+    /// the auto-delete exchanges they emptied go on every node. A missing queue deletes
+    /// nothing and reports 0.
+    pub async fn delete_queue(
+        &self,
+        v: &VHost,
+        name: &str,
+        if_unused: bool,
+        if_empty: bool,
+        connection: u64,
+    ) -> CoreResult<u32> {
+        let Some(node) = self.cluster.get() else {
+            return v.queue_delete(name, if_unused, if_empty, connection).await;
+        };
+        let Ok(q) = self.find_queue(v, name).await else {
+            return Ok(0);
+        };
+        if q.exclusive_owner.is_some() {
+            return v.queue_delete(name, if_unused, if_empty, connection).await;
+        }
+        if q.home.is_some() {
+            // Its home node deletes it through the group; wait until that is applied here.
+            let n = q.delete(if_unused, if_empty).await?;
+            self.catch_up().await;
+            return Ok(n);
+        }
+        let n = match q.delete(if_unused, if_empty).await {
+            Ok(n) => n,
+            Err(CoreError::NotFound { .. }) => 0,
+            Err(e) => return Err(e),
+        };
+        q.mark_deleted();
+        node.write(removal(v, name)).await.map_err(unavailable)?;
+        Ok(n)
+    }
+
+    /// queue.bind; a missing queue or exchange is confirmed against the cluster first. A
+    /// binding to a replicated queue goes through the group, guarded by both ends.
+    pub async fn bind_queue(
+        &self,
+        v: &VHost,
+        queue: &str,
+        exchange: &str,
+        key: &str,
+        args: &FieldTable,
+        connection: u64,
+    ) -> CoreResult<()> {
+        let checks = match v.queue_bind_checks(queue, exchange, args, connection) {
+            Err(CoreError::NotFound { .. }) if self.catch_up().await => {
+                v.queue_bind_checks(queue, exchange, args, connection)
+            }
+            done => done,
+        };
+        let q = checks?;
+        let Some(node) = self.cluster.get().filter(|_| q.exclusive_owner.is_none()) else {
+            return v.queue_bind(queue, exchange, key, args, connection);
+        };
+        let put = Command::Put {
+            path: binding_path(&v.name, exchange, key, args, End::Queue(queue)),
+            value: Vec::new(),
+        };
+        let guarded = Command::IfPresent {
+            path: queue_path(&v.name, queue),
+            then: vec![with_exchanges(&v.name, &[exchange], put)],
+        };
+        let reply = node.write(guarded).await.map_err(unavailable)?;
+        let guards = 1 + usize::from(!super::exchanges::predeclared(exchange));
+        if reply.before.len() <= guards {
+            v.queue_bind_checks(queue, exchange, args, connection)?;
+        }
+        Ok(())
+    }
+
+    /// queue.unbind, through the cluster when the queue is replicated, with the exchange when
+    /// it is auto-delete and this was its last binding. A missing queue or exchange unbinds
+    /// nothing and succeeds, as in RabbitMQ.
+    pub async fn unbind_queue(
+        &self,
+        v: &VHost,
+        queue: &str,
+        exchange: &str,
+        key: &str,
+        args: &FieldTable,
+        connection: u64,
+    ) -> CoreResult<()> {
+        let replicated = match (self.cluster.get(), v.queue(queue)) {
+            (Some(node), Ok(q)) if q.exclusive_owner.is_none() && !exchange.is_empty() => {
+                Some((node, q))
+            }
+            _ => None,
+        };
+        let Some((node, q)) = replicated else {
+            return v.queue_unbind(queue, exchange, key, args, connection);
+        };
+        v.check_exclusive(&q, connection)?;
+        let path = binding_path(&v.name, exchange, key, args, End::Queue(queue));
+        self.unbind_path(node, v, exchange, path).await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_queue_record_decodes_to_what_was_encoded() {
+        let mut args = FieldTable::default();
+        args.insert(
+            "x-max-length".into(),
+            amq_protocol::types::AMQPValue::LongInt(5),
+        );
+        let def = decode_queue(&encode_queue("warren@b", true, false, &args)).expect("decodes");
+        assert_eq!(def.node, "warren@b");
+        assert!(def.durable && !def.auto_delete);
+        assert_eq!(def.arguments, args);
+        assert!(decode_queue(b"{\"node\":1}").is_none());
+    }
+}

@@ -1,0 +1,271 @@
+//! Queues across three real `warren` processes: a durable queue declared on one node is
+//! bound, published to (with confirms) and counted through a second, consumed (prefetch and
+//! acks exact) and read with basic.get through a third; with its home node killed it answers
+//! RabbitMQ's "home node ... is down" 404 on the others, and comes back with its messages when
+//! the node restarts; deleted through another node it is gone everywhere. Exclusive queues
+//! stay on their connection's node.
+
+mod common;
+
+use common::cluster::*;
+use common::http::request;
+use futures_lite::StreamExt;
+use lapin::options::{
+    BasicAckOptions, BasicConsumeOptions, BasicGetOptions, BasicPublishOptions, BasicQosOptions,
+    QueueBindOptions, QueueDeclareOptions, QueueDeleteOptions,
+};
+use lapin::types::FieldTable;
+use lapin::{BasicProperties, Channel, Connection};
+use std::time::{Duration, Instant};
+
+const STEP: Duration = Duration::from_secs(10);
+
+async fn within<T>(f: impl std::future::Future<Output = T>) -> T {
+    tokio::time::timeout(STEP, f).await.expect("step timed out")
+}
+
+async fn channel(c: &Connection) -> Channel {
+    within(c.create_channel()).await.expect("channel")
+}
+
+fn durable() -> QueueDeclareOptions {
+    QueueDeclareOptions {
+        durable: true,
+        ..Default::default()
+    }
+}
+
+/// A passive declare of `name` on a fresh channel: its message count, or the reply code and
+/// text it was refused with.
+async fn passive(c: &Connection, name: &str) -> Result<u32, (Option<u16>, String)> {
+    let ch = channel(c).await;
+    let opts = QueueDeclareOptions {
+        passive: true,
+        ..Default::default()
+    };
+    match within(ch.queue_declare(name.into(), opts, FieldTable::default())).await {
+        Ok(q) => Ok(q.message_count()),
+        Err(e) => Err((reply_code(&e), e.to_string())),
+    }
+}
+
+/// Publishes `n` persistent messages `prefix-i` through `exchange` with `key` and waits for
+/// every confirm, which must be an ack.
+async fn publish_confirmed(c: &Connection, exchange: &str, key: &str, prefix: &str, n: u32) {
+    let ch = channel(c).await;
+    within(ch.confirm_select(Default::default()))
+        .await
+        .expect("confirm.select");
+    let mut pending = Vec::new();
+    for i in 0..n {
+        let body = format!("{prefix}-{i}");
+        pending.push(
+            within(ch.basic_publish(
+                exchange.into(),
+                key.into(),
+                BasicPublishOptions::default(),
+                body.as_bytes(),
+                BasicProperties::default().with_delivery_mode(2),
+            ))
+            .await
+            .expect("publish"),
+        );
+    }
+    for p in pending {
+        assert!(within(p).await.expect("confirm").is_ack(), "publish acked");
+    }
+}
+
+async fn eventually_count(c: &Connection, name: &str, want: u32, what: &str) {
+    let start = Instant::now();
+    loop {
+        let got = passive(c, name).await;
+        if got == Ok(want) {
+            return;
+        }
+        assert!(start.elapsed() < Duration::from_secs(30), "{what}: {got:?}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_queue_declared_on_one_node_is_published_to_and_consumed_from_the_others() {
+    let (specs, mut children, _) = three().await;
+    let (a, b, c) = (
+        within(amqp(specs[0].amqp, "%2F")).await.expect("a"),
+        within(amqp(specs[1].amqp, "%2F")).await.expect("b"),
+        within(amqp(specs[2].amqp, "%2F")).await.expect("c"),
+    );
+
+    // Declared on a; bound on b; 200 persistent messages published on b, all confirmed.
+    let on_a = channel(&a).await;
+    within(on_a.queue_declare("orders".into(), durable(), FieldTable::default()))
+        .await
+        .expect("declare on a");
+    let on_b = channel(&b).await;
+    within(on_b.queue_bind(
+        "orders".into(),
+        "amq.direct".into(),
+        "new".into(),
+        QueueBindOptions::default(),
+        FieldTable::default(),
+    ))
+    .await
+    .expect("bind on b");
+    publish_confirmed(&b, "amq.direct", "new", "m", 200).await;
+    assert_eq!(passive(&c, "orders").await, Ok(200), "counted through c");
+    assert_eq!(
+        passive(&a, "orders").await,
+        Ok(200),
+        "stored where it lives"
+    );
+    let r = request(
+        specs[2].http,
+        "GET",
+        "/api/queues/%2F/orders",
+        Some(("guest", "guest")),
+        None,
+    )
+    .await;
+    assert_eq!(r.status, 200, "{}", r.body);
+    assert_eq!(r.json()["node"], NAMES[0], "the queue's node, seen from c");
+
+    // A redeclare on c with other arguments is refused as on the home node.
+    let on_c = channel(&c).await;
+    let mut other = FieldTable::default();
+    other.insert("x-max-length".into(), lapin::types::AMQPValue::LongInt(3));
+    let refused = within(on_c.queue_declare("orders".into(), durable(), other)).await;
+    assert_eq!(refused.err().as_ref().and_then(reply_code), Some(406));
+
+    // Consumed on c with a prefetch of 10: never more than 10 unacked, every message once,
+    // in order.
+    let on_c = channel(&c).await;
+    within(on_c.basic_qos(10, BasicQosOptions::default()))
+        .await
+        .expect("qos");
+    let mut consumer = within(on_c.basic_consume(
+        "orders".into(),
+        "reader".into(),
+        BasicConsumeOptions::default(),
+        FieldTable::default(),
+    ))
+    .await
+    .expect("consume on c");
+    let mut held = Vec::new();
+    for i in 0..10 {
+        let d = within(consumer.next())
+            .await
+            .expect("open")
+            .expect("delivery");
+        assert_eq!(d.data, format!("m-{i}").into_bytes());
+        held.push(d);
+    }
+    assert!(
+        tokio::time::timeout(Duration::from_millis(300), consumer.next())
+            .await
+            .is_err(),
+        "an 11th delivery beyond the prefetch of 10"
+    );
+    for d in held.drain(..) {
+        within(d.ack(BasicAckOptions::default()))
+            .await
+            .expect("ack");
+    }
+    for i in 10..200 {
+        let d = within(consumer.next())
+            .await
+            .expect("open")
+            .expect("delivery");
+        assert_eq!(d.data, format!("m-{i}").into_bytes());
+        within(d.ack(BasicAckOptions::default()))
+            .await
+            .expect("ack");
+    }
+    within(on_c.close(200, "done".into())).await.expect("close");
+    eventually_count(&a, "orders", 0, "acked on c, gone on a").await;
+
+    // Through the default exchange from c, read with basic.get on b.
+    publish_confirmed(&c, "", "orders", "g", 1).await;
+    let got = within(on_b.basic_get("orders".into(), BasicGetOptions::default()))
+        .await
+        .expect("get on b")
+        .expect("a message");
+    assert_eq!(got.delivery.data, b"g-0".to_vec());
+    within(got.delivery.ack(BasicAckOptions::default()))
+        .await
+        .expect("ack the get");
+
+    // Its home node killed: the others answer RabbitMQ's 404 for it; back with its messages.
+    publish_confirmed(&b, "amq.direct", "new", "kept", 5).await;
+    children[0].start_kill().expect("kill a");
+    let _ = children[0].wait().await;
+    let down = passive(&b, "orders").await.expect_err("home down");
+    assert_eq!(down.0, Some(404), "{}", down.1);
+    assert!(
+        down.1.contains(
+            "home node 'warren-a@127.0.0.1' of durable queue 'orders' in vhost '/' is down or inaccessible"
+        ),
+        "{}",
+        down.1
+    );
+    children[0] = spawn(&specs[0]);
+    eventually_count(&b, "orders", 5, "back with its messages after a's restart").await;
+
+    // Deleted through c: gone everywhere, its bindings with it.
+    let on_c = channel(&c).await;
+    let n = within(on_c.queue_delete("orders".into(), QueueDeleteOptions::default()))
+        .await
+        .expect("delete on c");
+    assert_eq!(n, 5);
+    for (conn, at) in [(&b, "b"), (&c, "c")] {
+        let start = Instant::now();
+        while passive(conn, "orders").await.is_ok() {
+            assert!(start.elapsed() < Duration::from_secs(10), "still on {at}");
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+    let a = within(amqp(specs[0].amqp, "%2F")).await.expect("a again");
+    assert_eq!(passive(&a, "orders").await.map_err(|e| e.0), Err(Some(404)));
+    drop(specs);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn exclusive_queues_stay_on_their_node() {
+    let (specs, _children, _) = three().await;
+    let b = within(amqp(specs[1].amqp, "%2F")).await.expect("b");
+    let c = within(amqp(specs[2].amqp, "%2F")).await.expect("c");
+    let on_b = channel(&b).await;
+    let reply = within(on_b.queue_declare(
+        "".into(),
+        QueueDeclareOptions {
+            exclusive: true,
+            ..Default::default()
+        },
+        FieldTable::default(),
+    ))
+    .await
+    .expect("exclusive on b");
+    let name = reply.name().to_string();
+    assert!(name.starts_with("amq.gen-"), "{name}");
+    assert_eq!(
+        passive(&b, &name).await,
+        Ok(0),
+        "its own connection sees it"
+    );
+    assert_eq!(passive(&c, &name).await.map_err(|e| e.0), Err(Some(404)));
+    let r = request(
+        specs[0].http,
+        "GET",
+        "/api/queues/%2F",
+        Some(("guest", "guest")),
+        None,
+    )
+    .await;
+    assert_eq!(r.status, 200);
+    assert!(
+        !r.body.contains(&name),
+        "an exclusive queue of b listed on a: {}",
+        r.body
+    );
+    drop(specs);
+}

@@ -1,0 +1,155 @@
+//! Real `warren` processes formed into a cluster on loopback: specs (ports, data dir, node
+//! name, seed list), spawning, and waiting for `/api/nodes` to list the members.
+
+use super::http::request;
+use serde_json::Value;
+use std::net::SocketAddr;
+use std::time::{Duration, Instant};
+
+/// A loopback port free now and not handed out before in this process (tests run in
+/// parallel and each node binds its ports only when it starts).
+pub fn free_port() -> u16 {
+    static GIVEN: std::sync::Mutex<Vec<u16>> = std::sync::Mutex::new(Vec::new());
+    loop {
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .and_then(|l| l.local_addr())
+            .expect("free port")
+            .port();
+        let mut given = GIVEN.lock().unwrap_or_else(|p| p.into_inner());
+        if !given.contains(&port) {
+            given.push(port);
+            return port;
+        }
+    }
+}
+
+pub struct Spec {
+    pub name: String,
+    pub dir: tempfile::TempDir,
+    pub http: SocketAddr,
+    pub amqp: u16,
+    pub config: std::path::PathBuf,
+}
+
+pub fn spec(name: &str, cluster_port: u16, secret: &str, seeds: &[String]) -> Spec {
+    spec_with(name, cluster_port, secret, seeds, "")
+}
+
+/// A node's spec with `extra` lines appended to its config.
+pub fn spec_with(
+    name: &str,
+    cluster_port: u16,
+    secret: &str,
+    seeds: &[String],
+    extra: &str,
+) -> Spec {
+    let dir = tempfile::tempdir().expect("dir");
+    let http = SocketAddr::from(([127, 0, 0, 1], free_port()));
+    let amqp = free_port();
+    let seeds: Vec<String> = seeds.iter().map(|s| format!("{s:?}")).collect();
+    let toml = format!(
+        "amqp_listen = \"127.0.0.1:{amqp}\"\n\
+         http_listen = \"{http}\"\n\
+         metrics_listen = \"127.0.0.1:0\"\n\
+         data_dir = {data:?}\n\
+         node_name = \"{name}\"\n\
+         cluster_listen = \"127.0.0.1:{cluster_port}\"\n\
+         cluster_secret = \"{secret}\"\n\
+         cluster_nodes = [{seeds}]\n{extra}",
+        data = dir.path().join("data"),
+        seeds = seeds.join(", "),
+    );
+    let config = dir.path().join("warren.toml");
+    std::fs::write(&config, toml).expect("config");
+    Spec {
+        name: name.to_string(),
+        dir,
+        http,
+        amqp,
+        config,
+    }
+}
+
+pub fn spawn(s: &Spec) -> tokio::process::Child {
+    tokio::process::Command::new(env!("CARGO_BIN_EXE_warren"))
+        .arg("--config")
+        .arg(&s.config)
+        .env("RUST_LOG", "warn")
+        .kill_on_drop(true)
+        .spawn()
+        .expect("spawn warren")
+}
+
+/// `name` -> `running` as node `at` lists them, once it answers.
+pub async fn nodes(at: SocketAddr) -> Option<Vec<(String, bool)>> {
+    tokio::net::TcpStream::connect(at).await.ok()?;
+    let r = request(at, "GET", "/api/nodes", Some(("guest", "guest")), None).await;
+    if r.status != 200 {
+        return None;
+    }
+    let list = r.json();
+    let list = list.as_array()?;
+    Some(
+        list.iter()
+            .map(|n| {
+                (
+                    n["name"].as_str().unwrap_or_default().to_string(),
+                    n["running"] == Value::Bool(true),
+                )
+            })
+            .collect(),
+    )
+}
+
+pub async fn eventually_nodes(at: SocketAddr, want: &[(&str, bool)], what: &str) {
+    let want: Vec<(String, bool)> = want.iter().map(|(n, r)| (n.to_string(), *r)).collect();
+    let start = Instant::now();
+    let mut last = None;
+    while start.elapsed() < Duration::from_secs(30) {
+        last = nodes(at).await;
+        if last.as_deref() == Some(&want[..]) {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    panic!("{what}: /api/nodes at {at} never became {want:?}; last {last:?}");
+}
+
+pub const NAMES: [&str; 3] = [
+    "warren-a@127.0.0.1",
+    "warren-b@127.0.0.1",
+    "warren-c@127.0.0.1",
+];
+
+/// Three processes formed by one seed list, each seeing all three running.
+pub async fn three() -> (Vec<Spec>, Vec<tokio::process::Child>, Vec<String>) {
+    let ports = [free_port(), free_port(), free_port()];
+    let seeds: Vec<String> = NAMES
+        .iter()
+        .zip(ports)
+        .map(|(n, p)| format!("{n}:{p}"))
+        .collect();
+    let specs: Vec<Spec> = NAMES
+        .iter()
+        .zip(ports)
+        .map(|(n, p)| spec(n, p, "cookie", &seeds))
+        .collect();
+    let children: Vec<_> = specs.iter().map(spawn).collect();
+    let all_up: Vec<(&str, bool)> = NAMES.iter().map(|n| (*n, true)).collect();
+    for s in &specs {
+        eventually_nodes(s.http, &all_up, &format!("{} sees the cluster", s.name)).await;
+    }
+    (specs, children, seeds)
+}
+
+pub async fn amqp(port: u16, vhost: &str) -> lapin::Result<lapin::Connection> {
+    let url = format!("amqp://guest:guest@127.0.0.1:{port}/{vhost}");
+    lapin::Connection::connect(&url, lapin::ConnectionProperties::default()).await
+}
+
+pub fn reply_code(e: &lapin::Error) -> Option<u16> {
+    match e.kind() {
+        lapin::ErrorKind::ProtocolError(p) => Some(p.get_id()),
+        _ => None,
+    }
+}
