@@ -43,6 +43,19 @@ pub struct QueueArgs {
     pub max_priority: Option<u8>,
     /// x-consumer-timeout, milliseconds.
     pub consumer_timeout: Option<u64>,
+    /// x-queue-leader-locator asks for the cluster node with the fewest queues (`balanced`)
+    /// rather than the declaring client's (`client-local`, the default).
+    pub balanced: bool,
+}
+
+/// Whether a queue leader locator (the argument's or a policy's `queue-leader-locator`)
+/// means `balanced`, as RabbitMQ reads its deprecated names; None when it is not one.
+pub fn locator_is_balanced(locator: &str) -> Option<bool> {
+    match locator {
+        "client-local" => Some(false),
+        "balanced" | "random" | "least-leaders" | "min-masters" => Some(true),
+        _ => None,
+    }
 }
 
 fn integer(v: &AMQPValue) -> Option<i128> {
@@ -154,7 +167,23 @@ impl QueueArgs {
                 ))
             }
         };
+        let balanced = match get("x-queue-leader-locator") {
+            None => false,
+            Some(AMQPValue::LongString(l)) => std::str::from_utf8(l.as_bytes())
+                .ok()
+                .and_then(locator_is_balanced)
+                .ok_or_else(|| {
+                    invalid("x-queue-leader-locator", "invalid_queue_locator_arg".into())
+                })?,
+            Some(v) => {
+                return Err(invalid(
+                    "x-queue-leader-locator",
+                    format!("{{unacceptable_type,{v:?}}}"),
+                ))
+            }
+        };
         Ok(QueueArgs {
+            balanced,
             message_ttl: non_negative("x-message-ttl")?,
             dead_letter_exchange: string("x-dead-letter-exchange")?,
             dead_letter_routing_key: string("x-dead-letter-routing-key")?,

@@ -2,8 +2,11 @@
 //! bound, published to (with confirms) and counted through a second, consumed (prefetch and
 //! acks exact) and read with basic.get through a third; with its home node killed it answers
 //! RabbitMQ's "home node ... is down" 404 on the others, and comes back with its messages when
-//! the node restarts; deleted through another node it is gone everywhere. Exclusive queues
-//! stay on their connection's node.
+//! the node restarts; deleted through another node it is gone everywhere. A node killed
+//! while its consumer held messages gives them back (redelivered); consumers of a killed
+//! node's queues are cancelled, and `node-is-quorum-critical` then fails on the survivors.
+//! Exclusive queues stay on their connection's node; dead-lettering crosses nodes;
+//! `x-queue-leader-locator=balanced` spreads queues over the nodes.
 
 mod common;
 
@@ -230,7 +233,7 @@ async fn a_queue_declared_on_one_node_is_published_to_and_consumed_from_the_othe
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn exclusive_queues_stay_on_their_node() {
+async fn exclusive_queues_stay_local_dead_letters_cross_nodes_and_balanced_queues_spread() {
     let (specs, _children, _) = three().await;
     let b = within(amqp(specs[1].amqp, "%2F")).await.expect("b");
     let c = within(amqp(specs[2].amqp, "%2F")).await.expect("c");
@@ -266,6 +269,176 @@ async fn exclusive_queues_stay_on_their_node() {
         !r.body.contains(&name),
         "an exclusive queue of b listed on a: {}",
         r.body
+    );
+
+    // Dead-lettering crosses nodes: a message rejected on c from a queue on b goes through
+    // a fanout exchange declared on c to a queue declared on a.
+    let a = within(amqp(specs[0].amqp, "%2F")).await.expect("a");
+    let on_a = channel(&a).await;
+    within(on_a.queue_declare("dead".into(), durable(), FieldTable::default()))
+        .await
+        .expect("dead on a");
+    let on_c = channel(&c).await;
+    within(on_c.exchange_declare(
+        "dlx".into(),
+        lapin::ExchangeKind::Fanout,
+        lapin::options::ExchangeDeclareOptions {
+            durable: true,
+            ..Default::default()
+        },
+        FieldTable::default(),
+    ))
+    .await
+    .expect("dlx on c");
+    within(on_c.queue_bind(
+        "dead".into(),
+        "dlx".into(),
+        "".into(),
+        QueueBindOptions::default(),
+        FieldTable::default(),
+    ))
+    .await
+    .expect("bind dead");
+    let mut dl = FieldTable::default();
+    dl.insert(
+        "x-dead-letter-exchange".into(),
+        lapin::types::AMQPValue::LongString("dlx".into()),
+    );
+    within(on_b.queue_declare("doomed".into(), durable(), dl))
+        .await
+        .expect("doomed on b");
+    publish_confirmed(&a, "", "doomed", "d", 1).await;
+    let got = within(on_c.basic_get("doomed".into(), BasicGetOptions::default()))
+        .await
+        .expect("get on c")
+        .expect("a message");
+    within(
+        got.delivery
+            .reject(lapin::options::BasicRejectOptions { requeue: false }),
+    )
+    .await
+    .expect("reject");
+    eventually_count(&c, "dead", 1, "dead-lettered across nodes").await;
+    eventually_count(&b, "doomed", 0, "gone from its queue").await;
+
+    // x-queue-leader-locator=balanced spreads queues declared on b over the three nodes.
+    let mut balanced = FieldTable::default();
+    balanced.insert(
+        "x-queue-leader-locator".into(),
+        lapin::types::AMQPValue::LongString("balanced".into()),
+    );
+    let mut homes = Vec::new();
+    for i in 0..3 {
+        let q = format!("spread-{i}");
+        within(on_b.queue_declare(q.as_str().into(), durable(), balanced.clone()))
+            .await
+            .expect("balanced declare");
+        let r = request(
+            specs[2].http,
+            "GET",
+            &format!("/api/queues/%2F/{q}"),
+            Some(("guest", "guest")),
+            None,
+        )
+        .await;
+        homes.push(r.json()["node"].as_str().unwrap_or_default().to_string());
+    }
+    homes.sort();
+    assert_eq!(homes, NAMES.to_vec(), "one queue per node");
+    let mut bad = FieldTable::default();
+    bad.insert(
+        "x-queue-leader-locator".into(),
+        lapin::types::AMQPValue::LongString("nearest".into()),
+    );
+    let refused = within(on_c.queue_declare("spread-bad".into(), durable(), bad)).await;
+    let e = refused.expect_err("an unknown locator");
+    assert_eq!(reply_code(&e), Some(406));
+    assert!(
+        e.to_string().contains(
+            "invalid arg 'x-queue-leader-locator' for queue 'spread-bad' in vhost '/': invalid_queue_locator_arg"
+        ),
+        "{e}"
+    );
+    drop(specs);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lost_node_gives_back_what_its_consumers_held_and_cancels_consumers_of_its_queues() {
+    let (specs, mut children, _) = three().await;
+    let a = within(amqp(specs[0].amqp, "%2F")).await.expect("a");
+    let b = within(amqp(specs[1].amqp, "%2F")).await.expect("b");
+    let c = within(amqp(specs[2].amqp, "%2F")).await.expect("c");
+    let on_a = channel(&a).await;
+    within(on_a.queue_declare("work".into(), durable(), FieldTable::default()))
+        .await
+        .expect("declare on a");
+    publish_confirmed(&c, "", "work", "w", 10).await;
+
+    // b takes 5 (its prefetch) and never acks them; then b is killed.
+    let on_b = channel(&b).await;
+    within(on_b.basic_qos(5, BasicQosOptions::default()))
+        .await
+        .expect("qos");
+    let mut held = within(on_b.basic_consume(
+        "work".into(),
+        "b-reader".into(),
+        BasicConsumeOptions::default(),
+        FieldTable::default(),
+    ))
+    .await
+    .expect("consume on b");
+    for i in 0..5 {
+        let d = within(held.next()).await.expect("open").expect("delivery");
+        assert_eq!(d.data, format!("w-{i}").into_bytes());
+    }
+    assert_eq!(passive(&a, "work").await, Ok(5), "5 ready, 5 held by b");
+    let critical = "/api/health/checks/node-is-quorum-critical";
+    let g = Some(("guest", "guest"));
+    let r = request(specs[0].http, "GET", critical, g, None).await;
+    assert_eq!((r.status, r.json()["status"].clone()), (200, "ok".into()));
+    children[1].start_kill().expect("kill b");
+    let _ = children[1].wait().await;
+    eventually_count(&a, "work", 10, "what b held is back").await;
+    // With b gone, a and c are each critical to the metadata group's majority.
+    let r = request(specs[0].http, "GET", critical, g, None).await;
+    assert_eq!(r.status, 503, "{}", r.body);
+    assert_eq!(r.json()["queues"][0]["name"], "rabbitmq_metadata");
+
+    // All ten are read on c, the five b held marked redelivered.
+    let on_c = channel(&c).await;
+    let mut reader = within(on_c.basic_consume(
+        "work".into(),
+        "c-reader".into(),
+        BasicConsumeOptions::default(),
+        FieldTable::default(),
+    ))
+    .await
+    .expect("consume on c");
+    let mut seen = Vec::new();
+    for _ in 0..10 {
+        let d = within(reader.next())
+            .await
+            .expect("open")
+            .expect("delivery");
+        let body = String::from_utf8_lossy(&d.data).into_owned();
+        let i: u32 = body.trim_start_matches("w-").parse().expect("index");
+        assert_eq!(d.redelivered, i < 5, "{body} redelivered flag");
+        seen.push(i);
+        within(d.ack(BasicAckOptions::default()))
+            .await
+            .expect("ack");
+    }
+    seen.sort_unstable();
+    assert_eq!(seen, (0..10).collect::<Vec<u32>>());
+
+    // The queue's home killed: c's consumer is cancelled, as RabbitMQ's are.
+    children[0].start_kill().expect("kill a");
+    let _ = children[0].wait().await;
+    let end = tokio::time::timeout(Duration::from_secs(15), reader.next()).await;
+    assert!(
+        matches!(end, Ok(None)),
+        "the consumer on c ends when its queue's node goes: {:?}",
+        end.map(|d| d.map(|d| d.map(|d| d.data)))
     );
     drop(specs);
 }

@@ -24,6 +24,10 @@ use std::sync::Arc;
 
 /// Messages forwarded to the home node in one batch at most.
 const PUBLISH_BATCH: usize = 512;
+/// How often a remote queue with consumers here checks that its home node answers.
+const WATCH_EVERY: std::time::Duration = std::time::Duration::from_secs(1);
+/// Checks in a row the home node may miss before the consumers here are cancelled.
+const WATCH_MISSES: u32 = 2;
 
 /// A message as it travels between nodes: where it was published, its raw properties and
 /// body.
@@ -211,6 +215,8 @@ pub type LinkFuture = Pin<Box<dyn Future<Output = Result<RemoteReply, CoreError>
 pub trait RemoteLink: Send + Sync + 'static {
     /// Sends `op` for the queue `q` to its home node.
     fn call(&self, q: &QueueShared, op: RemoteOp) -> LinkFuture;
+    /// Whether the home node of `q` answers.
+    fn alive(&self, q: &QueueShared) -> Pin<Box<dyn Future<Output = bool> + Send>>;
 }
 
 /// The task of a remote queue.
@@ -234,34 +240,61 @@ pub(super) fn start(q: QueueRef, link: Arc<dyn RemoteLink>, rx: super::actor::Ma
 impl Proxy {
     async fn run(mut self, rx: super::actor::Mailbox) {
         let (mut data, mut control) = rx.into_parts();
+        let mut watch = tokio::time::interval(WATCH_EVERY);
+        watch.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
+        let mut missed = 0;
         loop {
             let cmd = tokio::select! {
                 biased;
                 Some(cmd) = control.recv() => cmd,
                 Some(cmd) = data.recv() => cmd,
+                _ = watch.tick(), if !self.consumers.is_empty() => {
+                    missed = if self.link.alive(&self.q).await { 0 } else { missed + 1 };
+                    if missed >= WATCH_MISSES {
+                        self.home_lost();
+                    }
+                    continue;
+                }
                 else => break,
             };
-            if let QueueCmd::Publish(msg, token) = cmd {
-                let mut batch = vec![(msg, token)];
-                while batch.len() < PUBLISH_BATCH {
-                    match data.try_recv() {
-                        Ok(QueueCmd::Publish(m, t)) => batch.push((m, t)),
-                        Ok(other) => {
-                            self.publish(std::mem::take(&mut batch)).await;
-                            self.handle(other).await;
-                            break;
-                        }
-                        Err(_) => break,
-                    }
+            let QueueCmd::Publish(msg, token) = cmd else {
+                if self.handle(cmd).await {
+                    continue;
                 }
-                if !batch.is_empty() {
-                    self.publish(batch).await;
-                }
-            } else if !self.handle(cmd).await {
                 break;
+            };
+            let mut batch = vec![(msg, token)];
+            let mut after = None;
+            while batch.len() < PUBLISH_BATCH {
+                match data.try_recv() {
+                    Ok(QueueCmd::Publish(m, t)) => batch.push((m, t)),
+                    Ok(other) => {
+                        after = Some(other);
+                        break;
+                    }
+                    Err(_) => break,
+                }
+            }
+            self.publish(batch).await;
+            if let Some(cmd) = after {
+                if !self.handle(cmd).await {
+                    break;
+                }
             }
         }
         self.q.closed();
+    }
+
+    /// The home node stopped answering: its consumers here are cancelled (basic.cancel to
+    /// their clients, as RabbitMQ does when a queue's node goes down); their registrations
+    /// there went with it.
+    fn home_lost(&mut self) {
+        for (_, spec) in self.consumers.drain() {
+            let _ = spec.sink.send(ConsumerEvent::Cancelled {
+                channel: spec.channel,
+                tag: spec.tag.clone(),
+            });
+        }
     }
 
     async fn call(&self, op: RemoteOp) -> Result<RemoteReply, CoreError> {
@@ -402,10 +435,14 @@ impl Proxy {
     /// Pushes deliveries from the home node to a consumer here.
     fn deliver(&mut self, consumer: u64, items: Vec<RemoteDelivery>) {
         let Some(spec) = self.consumers.get(&consumer) else {
-            // Cancelled meanwhile: they go back.
+            // Cancelled meanwhile (or from before this node restarted): they go back, and
+            // the home node stops delivering to it.
             let seqs = items.into_iter().map(|d| d.seq).collect();
             let (link, q) = (self.link.clone(), self.q.clone());
-            tokio::spawn(async move { link.call(&q, RemoteOp::Requeue(seqs)).await });
+            tokio::spawn(async move {
+                let _ = link.call(&q, RemoteOp::Cancel(consumer)).await;
+                link.call(&q, RemoteOp::Requeue(seqs)).await
+            });
             return;
         };
         for d in items {

@@ -25,8 +25,11 @@ use crate::queue::{QueueRef, QueueShared};
 use crate::vhost::VHost;
 use dashmap::DashMap;
 use serde::{Deserialize, Serialize};
+use std::collections::BTreeSet;
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::atomic::{AtomicU32, Ordering};
-use std::sync::{Arc, Weak};
+use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
 use tokio::sync::mpsc;
 
@@ -34,6 +37,12 @@ use tokio::sync::mpsc;
 const CALL_TIMEOUT: Duration = Duration::from_secs(15);
 /// Deliveries sent to a consumer's node in one request at most.
 const DELIVERY_BATCH: usize = 256;
+/// How long a node checking that another is up waits for its answer.
+const PING_TIMEOUT: Duration = Duration::from_millis(500);
+/// How often a remote consumer's forwarding task checks that the consumer's node answers.
+const WATCH_EVERY: Duration = Duration::from_secs(1);
+/// Checks in a row that node may miss before its deliveries are requeued.
+const WATCH_MISSES: u32 = 2;
 
 /// A request between the core halves of two nodes.
 #[derive(Debug, Serialize, Deserialize)]
@@ -107,13 +116,52 @@ impl RemoteLink for Link {
             send(&node, &home, &app).await.map_err(|_| down)
         })
     }
+
+    fn alive(&self, q: &QueueShared) -> Pin<Box<dyn Future<Output = bool> + Send>> {
+        let node = self.node.clone();
+        let home = q.home.as_deref().unwrap_or_default().to_owned();
+        Box::pin(async move { answers(&node, &home).await })
+    }
 }
+
+/// Whether the member named `name` answers a ping.
+async fn answers(node: &MetaNode, name: &str) -> bool {
+    let member = node.members().into_iter().find(|(m, _)| m.name == name);
+    match member {
+        Some((m, _)) => node.ping(&m, PING_TIMEOUT).await,
+        None => false,
+    }
+}
+
+/// Deliveries a queue here made to another node's consumers and that node has not settled.
+type Outstanding = Arc<Mutex<BTreeSet<u64>>>;
 
 /// What answers other nodes' queue requests here.
 struct Forwarder {
     broker: Weak<Broker>,
     /// Consumers of other nodes on queues here: (their node, their id) -> (queue, id here).
     consumers: DashMap<(String, u64), (QueueRef, u64)>,
+    /// What each other node holds unsettled, by (node, vhost, queue): requeued if it goes.
+    outstanding: DashMap<(String, String, String), Outstanding>,
+}
+
+impl Forwarder {
+    fn outstanding(&self, origin: &str, q: &QueueShared) -> Outstanding {
+        let key = (origin.to_owned(), q.vhost.clone(), q.name.clone());
+        self.outstanding.entry(key).or_default().clone()
+    }
+
+    /// `origin` settled these deliveries of `q`.
+    fn settled(&self, origin: &str, q: &QueueShared, seqs: &[u64]) {
+        let key = (origin.to_owned(), q.vhost.clone(), q.name.clone());
+        if let Some(set) = self.outstanding.get(&key) {
+            if let Ok(mut set) = set.lock() {
+                for s in seqs {
+                    set.remove(s);
+                }
+            }
+        }
+    }
 }
 
 /// The handler of other nodes' queue requests for `b`.
@@ -121,6 +169,7 @@ pub fn handler(b: &Arc<Broker>) -> AppHandler {
     let f = Arc::new(Forwarder {
         broker: Arc::downgrade(b),
         consumers: DashMap::new(),
+        outstanding: DashMap::new(),
     });
     Arc::new(move |bytes| {
         let f = f.clone();
@@ -178,13 +227,20 @@ impl Forwarder {
                 queue,
                 origin,
                 op,
-            } => match find(&vhost, &queue) {
-                Ok((v, q)) if q.home.is_none() => self
-                    .queue_op(&b, &v, q, origin, op)
-                    .await
-                    .unwrap_or_else(|e| failed(&e)),
-                _ => failed(&CoreError::not_found(Kind::Queue, &queue, &vhost)),
-            },
+            } => {
+                let mut found = find(&vhost, &queue);
+                // A queue another node's declare placed here may not be applied here yet.
+                if found.is_err() && b.catch_up().await {
+                    found = find(&vhost, &queue);
+                }
+                match found {
+                    Ok((v, q)) if q.home.is_none() => self
+                        .queue_op(&b, &v, q, origin, op)
+                        .await
+                        .unwrap_or_else(|e| failed(&e)),
+                    _ => failed(&CoreError::not_found(Kind::Queue, &queue, &vhost)),
+                }
+            }
         }
     }
 
@@ -235,14 +291,17 @@ impl Forwarder {
                 remaining: g.remaining,
             })),
             RemoteOp::Ack(seqs) => {
+                self.settled(&origin, &q, &seqs);
                 q.ack(seqs).await;
                 RemoteReply::Done
             }
             RemoteOp::Requeue(seqs) => {
+                self.settled(&origin, &q, &seqs);
                 q.requeue(seqs).await;
                 RemoteReply::Done
             }
             RemoteOp::Discard(seqs) => {
+                self.settled(&origin, &q, &seqs);
                 q.discard(seqs).await;
                 RemoteReply::Done
             }
@@ -297,6 +356,7 @@ impl Forwarder {
         .await?;
         let key = (origin.clone(), c.id);
         self.consumers.insert(key.clone(), (q.clone(), here));
+        let outstanding = (!c.no_ack).then(|| self.outstanding(&origin, &q));
         let out = Outbound {
             node,
             origin,
@@ -304,6 +364,7 @@ impl Forwarder {
             here,
             q,
             pending,
+            outstanding,
         };
         let forwarder = self.clone();
         tokio::spawn(async move {
@@ -323,17 +384,32 @@ struct Outbound {
     here: u64,
     q: QueueRef,
     pending: Arc<AtomicU32>,
+    /// What the consumer's node holds unsettled of this queue (None: no-ack consumer).
+    outstanding: Option<Outstanding>,
 }
 
 impl Outbound {
     async fn run(self, mut events: mpsc::UnboundedReceiver<ConsumerEvent>) {
         let mut next = None;
+        let mut watch = tokio::time::interval(WATCH_EVERY);
+        watch.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
+        let mut missed = 0;
         loop {
             let event = match next.take() {
                 Some(e) => e,
-                None => match events.recv().await {
-                    Some(e) => e,
-                    None => return,
+                None => tokio::select! {
+                    e = events.recv() => match e {
+                        Some(e) => e,
+                        None => return,
+                    },
+                    _ = watch.tick(), if self.holds_any() => {
+                        missed = if answers(&self.node, &self.origin).await { 0 } else { missed + 1 };
+                        if missed >= WATCH_MISSES {
+                            self.origin_lost().await;
+                            return;
+                        }
+                        continue;
+                    }
                 },
             };
             match event {
@@ -350,7 +426,7 @@ impl Outbound {
                         }
                     }
                     if !self.forward(batch).await {
-                        self.q.cancel(self.here).await;
+                        self.origin_lost().await;
                         return;
                     }
                 }
@@ -368,6 +444,29 @@ impl Outbound {
         }
     }
 
+    /// Whether the consumer's node holds deliveries of this queue unsettled.
+    fn holds_any(&self) -> bool {
+        self.outstanding
+            .as_ref()
+            .is_some_and(|s| s.lock().is_ok_and(|s| !s.is_empty()))
+    }
+
+    /// The consumer's node stopped answering: the consumer goes, and what that node held
+    /// unsettled of this queue is requeued (its channels went with it).
+    async fn origin_lost(&self) {
+        self.q.cancel(self.here).await;
+        let held: Vec<u64> = match &self.outstanding {
+            Some(set) => set
+                .lock()
+                .map(|mut s| std::mem::take(&mut *s).into_iter().collect())
+                .unwrap_or_default(),
+            None => Vec::new(),
+        };
+        if !held.is_empty() {
+            self.q.requeue(held).await;
+        }
+    }
+
     /// Sends deliveries to the consumer's node; false (and they are requeued) when it does
     /// not take them.
     async fn forward(&self, batch: Vec<Delivery>) -> bool {
@@ -381,6 +480,9 @@ impl Outbound {
                 msg: WireMessage::of(&d.msg),
             })
             .collect();
+        if let Some(Ok(mut set)) = self.outstanding.as_ref().map(|s| s.lock()) {
+            set.extend(&seqs);
+        }
         let app = App::Deliveries {
             vhost: self.q.vhost.clone(),
             queue: self.q.name.clone(),
@@ -393,6 +495,11 @@ impl Outbound {
         );
         self.pending.fetch_sub(n, Ordering::AcqRel);
         if !taken {
+            if let Some(Ok(mut set)) = self.outstanding.as_ref().map(|s| s.lock()) {
+                for s in &seqs {
+                    set.remove(s);
+                }
+            }
             self.q.requeue(seqs).await;
         }
         self.q.kick();

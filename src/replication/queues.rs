@@ -21,6 +21,7 @@ use crate::error::{CoreError, CoreResult};
 use crate::queue::QueueRef;
 use crate::vhost::{QueueOptions, VHost};
 use amq_protocol::types::FieldTable;
+use std::collections::BTreeMap;
 use std::sync::Arc;
 
 /// Where a vhost's queues live below it.
@@ -142,6 +143,48 @@ pub(super) fn removal(v: &VHost, name: &str) -> Command {
     Command::Batch(batch)
 }
 
+/// Queues in the cluster from which `balanced` picks a node at random rather than counting
+/// (RabbitMQ's `queue_count_start_random_selection`).
+const COUNT_UP_TO: usize = 1000;
+
+/// The running member `balanced` places a new queue on: the one homing the fewest queues
+/// (this node on a tie), or a random running one once the cluster holds many queues.
+async fn least_loaded(node: &Arc<crate::cluster::MetaNode>) -> String {
+    let running: Vec<String> = node
+        .member_status(std::time::Duration::from_millis(500))
+        .await
+        .into_iter()
+        .filter(|m| m.running)
+        .map(|m| m.member.name)
+        .collect();
+    let me = node.name().to_owned();
+    let mut counts: BTreeMap<&str, usize> = running.iter().map(|n| (n.as_str(), 0)).collect();
+    let total = node.read(|t| {
+        let mut total = 0;
+        for (path, value) in t.children(&[VHOSTS.to_string()]) {
+            if path.get(2).is_some_and(|k| k == QUEUES) && path.len() == 4 {
+                total += 1;
+                let home = decode_queue(value).map(|d| d.node);
+                if let Some(c) = home.and_then(|h| counts.get_mut(h.as_str())) {
+                    *c += 1;
+                }
+            }
+        }
+        total
+    });
+    if running.is_empty() {
+        return me;
+    }
+    if total >= COUNT_UP_TO {
+        let pick = crate::clock::unix_ms() as usize % running.len();
+        return running.get(pick).cloned().unwrap_or(me);
+    }
+    counts
+        .into_iter()
+        .min_by_key(|(n, c)| (*c, *n != me))
+        .map_or(me.clone(), |(n, _)| n.to_owned())
+}
+
 impl Broker {
     /// A queue by name, with a miss confirmed against the cluster ([`Broker::catch_up`]).
     pub async fn find_queue(&self, v: &VHost, name: &str) -> CoreResult<QueueRef> {
@@ -171,12 +214,23 @@ impl Broker {
             self.catch_up().await;
             return v.queue_declare(name, o, connection);
         }
-        v.queue_declare_checks(name, o)?;
+        let args = v.queue_declare_checks(name, o)?;
+        let policy = v.policies.for_queue(name, &args, &o.arguments);
+        let balanced = policy
+            .definition
+            .get("queue-leader-locator")
+            .and_then(serde_json::Value::as_str)
+            .and_then(crate::args::locator_is_balanced)
+            .unwrap_or(args.balanced);
+        let home = match balanced {
+            true => least_loaded(node).await,
+            false => node.name().to_owned(),
+        };
         let cmd = Command::IfPresent {
             path: super::vhost_path(&v.name),
             then: vec![Command::Create {
                 path: queue_path(&v.name, name),
-                value: encode_queue(node.name(), o.durable, o.auto_delete, &o.arguments),
+                value: encode_queue(&home, o.durable, o.auto_delete, &o.arguments),
             }],
         };
         let reply = node.write(cmd).await.map_err(unavailable)?;
