@@ -51,7 +51,39 @@ pub struct Broker {
     auto_delete: crate::vhost::Decider,
     global_parameters: DashMap<String, serde_json::Value>,
     user_limits: DashMap<String, serde_json::Map<String, serde_json::Value>>,
+    /// What this node answers when another node asks for one of its views (the management
+    /// API's connections, channels, consumers), set by the front end that shows them.
+    pub views: Views,
 }
+
+/// The [`ViewHook`] slot, set once.
+#[derive(Default)]
+pub struct Views(std::sync::OnceLock<ViewHook>);
+
+impl Views {
+    /// Sets the hook (the first one set stays).
+    pub fn set(&self, hook: ViewHook) {
+        let _ = self.0.set(hook);
+    }
+
+    /// The hook, once set.
+    pub fn get(&self) -> Option<&ViewHook> {
+        self.0.get()
+    }
+}
+
+impl std::fmt::Debug for Views {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Views")
+    }
+}
+
+/// Answers another node's request for this node's view `kind` with its bytes.
+pub type ViewHook = Arc<
+    dyn Fn(String) -> std::pin::Pin<Box<dyn std::future::Future<Output = Vec<u8>> + Send>>
+        + Send
+        + Sync,
+>;
 
 impl Broker {
     /// Opens the store under the data dir and rebuilds the broker from it. A fresh store gets
@@ -75,6 +107,7 @@ impl Broker {
             auto_delete: Default::default(),
             global_parameters: DashMap::new(),
             user_limits: DashMap::new(),
+            views: Views::default(),
             alarms: crate::alarms::Alarms::new(&config),
             store,
             config,

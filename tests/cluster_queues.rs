@@ -169,6 +169,44 @@ async fn a_queue_declared_on_one_node_is_published_to_and_consumed_from_the_othe
             .is_err(),
         "an 11th delivery beyond the prefetch of 10"
     );
+
+    // The management API of any node shows the whole cluster's connections and consumers.
+    let g = Some(("guest", "guest"));
+    let r = request(specs[0].http, "GET", "/api/consumers", g, None).await;
+    let consumers = r.json();
+    let listed = consumers.as_array().cloned().unwrap_or_default();
+    assert_eq!(listed.len(), 1, "one consumer in the cluster: {consumers}");
+    assert_eq!(listed[0]["consumer_tag"], "reader");
+    assert_eq!(listed[0]["queue"]["name"], "orders");
+    assert_eq!(listed[0]["channel_details"]["node"], NAMES[2]);
+    let r = request(specs[1].http, "GET", "/api/connections", g, None).await;
+    let mut nodes: Vec<String> = r
+        .json()
+        .as_array()
+        .map(|l| {
+            l.iter()
+                .map(|c| c["node"].as_str().unwrap_or_default().to_string())
+                .collect()
+        })
+        .unwrap_or_default();
+    nodes.sort();
+    assert_eq!(
+        nodes,
+        NAMES.to_vec(),
+        "one connection per node, listed on b"
+    );
+    let r = request(specs[1].http, "GET", "/api/overview", g, None).await;
+    let totals = &r.json()["object_totals"];
+    assert_eq!(totals["connections"], 3, "{totals}");
+    assert_eq!(totals["consumers"], 1, "{totals}");
+    assert_eq!(totals["queues"], 1, "{totals}");
+    let r = request(specs[0].http, "GET", "/api/channels", g, None).await;
+    let on_c_channels = r
+        .json()
+        .as_array()
+        .map(|l| l.iter().filter(|c| c["node"] == NAMES[2]).count())
+        .unwrap_or_default();
+    assert!(on_c_channels >= 1, "c's channels listed on a: {}", r.body);
     for d in held.drain(..) {
         within(d.ack(BasicAckOptions::default()))
             .await

@@ -60,16 +60,25 @@ fn channel_json(b: &AppState, c: &ConnectionInfo, ch: &ChannelInfo) -> Value {
     })
 }
 
-fn visible(
-    b: &AppState,
-    user: &crate::auth::User,
-    keep: impl Fn(&ConnectionInfo) -> bool,
-) -> Vec<Value> {
+/// The channels of this node (of connection `only`, when given), in RabbitMQ's JSON.
+fn local(b: &AppState, only: Option<u64>) -> Vec<Value> {
     let mut list: Vec<(Arc<ConnectionInfo>, Arc<ChannelInfo>)> = b.connections.channels();
+    list.retain(|(c, _)| only.is_none_or(|id| c.id == id));
     list.sort_by_key(|(c, ch)| (c.id, ch.number));
-    list.iter()
-        .filter(|(c, _)| (sees_all(user) || c.user == user.name) && keep(c))
-        .map(|(c, ch)| channel_json(b, c, ch))
+    list.iter().map(|(c, ch)| channel_json(b, c, ch)).collect()
+}
+
+/// Every channel of this node, in RabbitMQ's JSON.
+pub(crate) fn all(b: &AppState) -> Vec<Value> {
+    local(b, None)
+}
+
+/// The channels of every node `user` may see (in `vhost`, when given).
+async fn everywhere(b: &AppState, user: &crate::auth::User, vhost: Option<&str>) -> Vec<Value> {
+    super::cluster_views::listed_everywhere(b, super::cluster_views::CHANNELS)
+        .await
+        .into_iter()
+        .filter(|ch| super::connections::shown(ch, user, vhost))
         .collect()
 }
 
@@ -77,7 +86,7 @@ pub(crate) async fn list(
     State(b): State<AppState>,
     Authenticated(user): Authenticated,
 ) -> Json<Value> {
-    Json(Value::Array(visible(&b, &user, |_| true)))
+    Json(Value::Array(everywhere(&b, &user, None).await))
 }
 
 pub(crate) async fn of_vhost(
@@ -86,7 +95,9 @@ pub(crate) async fn of_vhost(
     Path(vhost): Path<String>,
 ) -> Result<Json<Value>, ApiError> {
     super::vhost_of(&b, &vhost).await?;
-    Ok(Json(Value::Array(visible(&b, &user, |c| c.vhost == vhost))))
+    Ok(Json(Value::Array(
+        everywhere(&b, &user, Some(&vhost)).await,
+    )))
 }
 
 pub(crate) async fn of_connection(
@@ -99,7 +110,7 @@ pub(crate) async fn of_connection(
         .by_name(&name)
         .filter(|c| sees_all(&user) || c.user == user.name)
         .ok_or_else(ApiError::not_found)?;
-    Ok(Json(Value::Array(visible(&b, &user, |x| x.id == c.id))))
+    Ok(Json(Value::Array(local(&b, Some(c.id)))))
 }
 
 pub(crate) async fn show(

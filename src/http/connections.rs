@@ -52,13 +52,26 @@ pub(crate) fn connection_json(b: &AppState, c: &ConnectionInfo) -> Value {
     })
 }
 
-fn visible(b: &AppState, user: &crate::auth::User, vhost: Option<&str>) -> Vec<Value> {
+/// Every connection of this node, in RabbitMQ's JSON, oldest first.
+pub(crate) fn all(b: &AppState) -> Vec<Value> {
     let mut list = b.connections.list();
     list.sort_by_key(|c| c.id);
-    list.iter()
-        .filter(|c| sees_all(user) || c.user == user.name)
-        .filter(|c| vhost.is_none_or(|v| v == c.vhost))
-        .map(|c| connection_json(b, c))
+    list.iter().map(|c| connection_json(b, c)).collect()
+}
+
+/// Whether `user` may see the connection or channel `item` (its `user` and `vhost` fields),
+/// and it is in `vhost` when one is asked for.
+pub(crate) fn shown(item: &Value, user: &crate::auth::User, vhost: Option<&str>) -> bool {
+    (sees_all(user) || item["user"].as_str() == Some(user.name.as_str()))
+        && vhost.is_none_or(|v| item["vhost"].as_str() == Some(v))
+}
+
+/// The connections of every node `user` may see (in `vhost`, when given).
+async fn visible(b: &AppState, user: &crate::auth::User, vhost: Option<&str>) -> Vec<Value> {
+    super::cluster_views::listed_everywhere(b, super::cluster_views::CONNECTIONS)
+        .await
+        .into_iter()
+        .filter(|c| shown(c, user, vhost))
         .collect()
 }
 
@@ -66,7 +79,7 @@ pub(crate) async fn list(
     State(b): State<AppState>,
     Authenticated(user): Authenticated,
 ) -> Json<Value> {
-    Json(Value::Array(visible(&b, &user, None)))
+    Json(Value::Array(visible(&b, &user, None).await))
 }
 
 pub(crate) async fn of_vhost(
@@ -75,7 +88,7 @@ pub(crate) async fn of_vhost(
     Path(vhost): Path<String>,
 ) -> Result<Json<Value>, ApiError> {
     super::vhost_of(&b, &vhost).await?;
-    Ok(Json(Value::Array(visible(&b, &user, Some(&vhost)))))
+    Ok(Json(Value::Array(visible(&b, &user, Some(&vhost)).await)))
 }
 
 fn find(

@@ -2,11 +2,23 @@
 //! details from the connection registry, in RabbitMQ's JSON.
 
 use super::{ApiError, AppState, Authenticated};
+use crate::queue::remote::REMOTE_CONNECTION;
 use axum::extract::{Path, State};
 use axum::Json;
 use serde_json::{json, Value};
 
-async fn consumers_of(b: &AppState, vhost: Option<&str>) -> Vec<Value> {
+/// The consumers of every node (in `vhost`, when given).
+async fn everywhere(b: &AppState, vhost: Option<&str>) -> Vec<Value> {
+    super::cluster_views::listed_everywhere(b, super::cluster_views::CONSUMERS)
+        .await
+        .into_iter()
+        .filter(|c| vhost.is_none_or(|v| c["queue"]["vhost"].as_str() == Some(v)))
+        .collect()
+}
+
+/// The consumers whose connections are on this node (in `vhost`, when given), of every
+/// queue they consume from wherever it lives.
+pub(crate) async fn consumers_of(b: &AppState, vhost: Option<&str>) -> Vec<Value> {
     let mut out = Vec::new();
     let mut vhosts = b.vhosts();
     vhosts.retain(|v| vhost.is_none_or(|n| n == v.name));
@@ -18,7 +30,10 @@ async fn consumers_of(b: &AppState, vhost: Option<&str>) -> Vec<Value> {
             let Ok(list) = q.consumers().await else {
                 continue;
             };
-            for c in list {
+            for c in list
+                .into_iter()
+                .filter(|c| c.connection != REMOTE_CONNECTION)
+            {
                 let conn = b.connections.get(c.connection);
                 let channel_details = match &conn {
                     Some(info) => json!({
@@ -52,7 +67,7 @@ async fn consumers_of(b: &AppState, vhost: Option<&str>) -> Vec<Value> {
 }
 
 pub(crate) async fn list(State(b): State<AppState>, _: Authenticated) -> Json<Value> {
-    Json(Value::Array(consumers_of(&b, None).await))
+    Json(Value::Array(everywhere(&b, None).await))
 }
 
 pub(crate) async fn of_vhost(
@@ -61,5 +76,5 @@ pub(crate) async fn of_vhost(
     Path(vhost): Path<String>,
 ) -> Result<Json<Value>, ApiError> {
     super::vhost_of(&b, &vhost).await?;
-    Ok(Json(Value::Array(consumers_of(&b, Some(&vhost)).await)))
+    Ok(Json(Value::Array(everywhere(&b, Some(&vhost)).await)))
 }

@@ -4,6 +4,7 @@
 
 mod bindings;
 mod channels;
+mod cluster_views;
 mod connections;
 mod consumers;
 mod contents;
@@ -296,6 +297,7 @@ async fn not_found(State(_): State<AppState>) -> ApiError {
 
 /// The API's routes, served by [`serve`] and [`serve_tls`] (public for fuzzing and embedding).
 pub fn router(broker: Arc<Broker>) -> Router {
+    cluster_views::install(&broker);
     Router::new()
         .route("/", get(index))
         .route("/api/overview", get(overview::overview))

@@ -22,11 +22,7 @@ pub(crate) async fn overview(State(b): State<AppState>, _: Authenticated) -> Jso
         unacked += u64::from(i.messages_unacknowledged);
         consumers += u64::from(i.consumers);
     }
-    let channels = b.connections.channels();
-    let (counts, rates) = b
-        .connections
-        .channel_totals
-        .with_open(channels.iter().map(|(_, ch)| ch));
+    let totals = super::cluster_views::totals_everywhere(&b).await;
     let node = super::node_name(&b);
     Json(json!({
         "product_name": "Warren",
@@ -43,10 +39,25 @@ pub(crate) async fn overview(State(b): State<AppState>, _: Authenticated) -> Jso
             {"name": "x-delayed-message", "description": "Delayed Message Exchange", "enabled": true}
         ],
         "listeners": listeners(&b, &node),
-        "object_totals": {"queues": queues, "exchanges": exchanges, "consumers": consumers, "connections": b.connections.len(), "channels": channels.len()},
+        "object_totals": {"queues": queues, "exchanges": exchanges, "consumers": consumers, "connections": totals.get("connections"), "channels": totals.get("channels")},
         "queue_totals": {"messages": ready + unacked, "messages_ready": ready, "messages_unacknowledged": unacked},
-        "message_stats": super::channels::message_stats(&counts, &rates)
+        "message_stats": totals.get("message_stats")
     }))
+}
+
+/// This node's connection and channel counts and its message totals and rates, which
+/// `/api/overview` sums over the cluster's nodes (queues, counted on every node, are not).
+pub(crate) fn local_totals(b: &AppState) -> Value {
+    let channels = b.connections.channels();
+    let (counts, rates) = b
+        .connections
+        .channel_totals
+        .with_open(channels.iter().map(|(_, ch)| ch));
+    json!({
+        "connections": b.connections.len(),
+        "channels": channels.len(),
+        "message_stats": super::channels::message_stats(&counts, &rates),
+    })
 }
 
 pub(crate) async fn whoami(Authenticated(user): Authenticated) -> Json<Value> {

@@ -22,6 +22,10 @@ use std::pin::Pin;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
+/// The connection id of consumers a queue's home node registers for another node's
+/// connections (their own node lists them).
+pub const REMOTE_CONNECTION: u64 = u64::MAX;
+
 /// Messages forwarded to the home node in one batch at most.
 const PUBLISH_BATCH: usize = 512;
 /// How often a remote queue with consumers here checks that its home node answers.
@@ -421,7 +425,7 @@ impl Proxy {
                 }
             }
             QueueCmd::Consumers(reply) => {
-                let _ = reply.send(Vec::new());
+                let _ = reply.send(self.consumers.values().map(summary).collect());
             }
             QueueCmd::Flush(reply) => {
                 let _ = reply.send(());
@@ -465,6 +469,20 @@ impl Proxy {
                 pending: spec.pending.clone(),
             }));
         }
+    }
+}
+
+/// A consumer here of a remote queue, as the management API shows it.
+fn summary(spec: &ConsumerSpec) -> super::ConsumerSummary {
+    super::ConsumerSummary {
+        tag: spec.tag.clone(),
+        channel: spec.channel,
+        connection: spec.connection,
+        ack_required: !spec.no_ack,
+        exclusive: spec.exclusive,
+        prefetch: spec.prefetch,
+        priority: spec.priority,
+        timeout: spec.timeout,
     }
 }
 

@@ -19,7 +19,7 @@ use crate::error::{code, CoreError, CoreResult, Kind};
 use crate::queue::consumer::{ChannelLimiter, ConsumerEvent, ConsumerSpec, Delivery};
 use crate::queue::remote::{
     LinkFuture, RemoteConsumer, RemoteDelivery, RemoteGot, RemoteInfo, RemoteLink, RemoteOp,
-    RemoteReply, WireMessage,
+    RemoteReply, WireMessage, REMOTE_CONNECTION,
 };
 use crate::queue::{QueueRef, QueueShared};
 use crate::vhost::VHost;
@@ -35,6 +35,8 @@ use tokio::sync::mpsc;
 
 /// How long a forwarded operation may take (a home node's delete waits for the group).
 const CALL_TIMEOUT: Duration = Duration::from_secs(15);
+/// How long a node's view may take to arrive (a member that does not answer is left out).
+const VIEW_TIMEOUT: Duration = Duration::from_secs(1);
 /// Deliveries sent to a consumer's node in one request at most.
 const DELIVERY_BATCH: usize = 256;
 /// How long a node checking that another is up waits for its answer.
@@ -67,6 +69,8 @@ enum App {
         queue: String,
         consumer: u64,
     },
+    /// The receiver's view `kind` ([`crate::broker::ViewHook`]), answered with its bytes.
+    View(String),
 }
 
 fn failed(e: &CoreError) -> RemoteReply {
@@ -175,6 +179,7 @@ pub fn handler(b: &Arc<Broker>) -> AppHandler {
         let f = f.clone();
         Box::pin(async move {
             let reply = match codec::decode::<App>(&bytes) {
+                Ok(App::View(kind)) => return f.view(kind).await,
                 Ok(app) => f.serve(app).await,
                 Err(e) => RemoteReply::Failed(code::INTERNAL_ERROR, format!("bad request: {e}")),
             };
@@ -190,6 +195,14 @@ enum Wait {
 }
 
 impl Forwarder {
+    async fn view(&self, kind: String) -> Vec<u8> {
+        let hook = self.broker.upgrade().and_then(|b| b.views.get().cloned());
+        match hook {
+            Some(hook) => hook(kind).await,
+            None => Vec::new(),
+        }
+    }
+
     async fn serve(self: &Arc<Self>, app: App) -> RemoteReply {
         let Some(b) = self.broker.upgrade() else {
             return RemoteReply::Failed(code::INTERNAL_ERROR, "node stopping".into());
@@ -222,6 +235,7 @@ impl Forwarder {
                 }
                 RemoteReply::Done
             }
+            App::View(_) => RemoteReply::Done,
             App::Queue {
                 vhost,
                 queue,
@@ -343,7 +357,7 @@ impl Forwarder {
             id: here,
             tag: c.tag.as_str().into(),
             channel: c.channel,
-            connection: 0,
+            connection: REMOTE_CONNECTION,
             sink,
             no_ack: c.no_ack,
             exclusive: c.exclusive,
@@ -504,5 +518,34 @@ impl Outbound {
         }
         self.q.kick();
         taken
+    }
+}
+
+impl Broker {
+    /// View `kind` of every other member that answers within a second (in member order):
+    /// what the management API shows cluster-wide. Empty when the node is not in a cluster.
+    pub async fn member_views(&self, kind: &str) -> Vec<Vec<u8>> {
+        let Some(node) = self.cluster.get() else {
+            return Vec::new();
+        };
+        let Ok(request) = codec::encode(&App::View(kind.to_owned())) else {
+            return Vec::new();
+        };
+        let mut calls = tokio::task::JoinSet::new();
+        for (i, (m, _)) in node.members().into_iter().enumerate() {
+            if m.name != node.name() {
+                let (node, request) = (node.clone(), request.clone());
+                calls
+                    .spawn(async move { (i, node.call_app(&m.name, request, VIEW_TIMEOUT).await) });
+            }
+        }
+        let mut got = Vec::new();
+        while let Some(Ok((i, answer))) = calls.join_next().await {
+            if let Ok(bytes) = answer {
+                got.push((i, bytes));
+            }
+        }
+        got.sort_by_key(|(i, _)| *i);
+        got.into_iter().map(|(_, b)| b).collect()
     }
 }
