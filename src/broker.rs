@@ -54,6 +54,8 @@ pub struct Broker {
     /// What this node answers when another node asks for one of its views (the management
     /// API's connections, channels, consumers), set by the front end that shows them.
     pub views: Views,
+    /// When the node started (`uptime` in the management API and `warren ctl status`).
+    pub started: std::time::Instant,
 }
 
 /// The [`ViewHook`] slot, set once.
@@ -108,6 +110,7 @@ impl Broker {
             global_parameters: DashMap::new(),
             user_limits: DashMap::new(),
             views: Views::default(),
+            started: std::time::Instant::now(),
             alarms: crate::alarms::Alarms::new(&config),
             store,
             config,

@@ -15,6 +15,7 @@ pub mod cluster;
 pub mod config;
 pub mod confirm;
 pub mod connections;
+pub mod ctl;
 pub mod definitions;
 pub mod delayed;
 pub mod error;
@@ -136,6 +137,23 @@ async fn load_definitions(broker: &Broker, path: &std::path::Path) -> std::io::R
     Ok(())
 }
 
+/// The file name, in the data dir, of the socket `warren ctl` talks to the node on.
+pub const CTL_SOCKET: &str = "warren-ctl.sock";
+
+/// Binds the node's local CLI socket at `path` (a file left by an earlier run is replaced:
+/// the store's lock already keeps a second node off this data dir), readable and writable
+/// by its owner only, as RabbitMQ's Erlang cookie is.
+fn local_socket(path: &std::path::Path) -> std::io::Result<tokio::net::UnixListener> {
+    use std::os::unix::fs::PermissionsExt;
+    match std::fs::remove_file(path) {
+        Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(e),
+        _ => {}
+    }
+    let listener = tokio::net::UnixListener::bind(path)?;
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600))?;
+    Ok(listener)
+}
+
 /// Starts the node's cluster membership when it has a cluster secret (see `cluster::boot`).
 async fn start_cluster(broker: &Arc<Broker>) -> std::io::Result<()> {
     let cfg = &broker.config;
@@ -192,6 +210,7 @@ impl Server {
         let metrics_addr = metrics_listener.local_addr()?;
         let (shutdown, rx) = watch::channel(false);
         let api = http::router(broker.clone());
+        let ctl_listener = local_socket(&cfg.data_dir.join(CTL_SOCKET))?;
         let header = std::time::Duration::from_secs(cfg.handshake_timeout.max(1));
         let prometheus = metrics::router(broker.clone());
         let mut tasks = vec![
@@ -203,6 +222,12 @@ impl Server {
                 header,
             )),
             tokio::spawn(amqp::serve(listener, broker.clone(), rx.clone(), None)),
+            tokio::spawn(http::serve_local(
+                ctl_listener,
+                api.clone(),
+                rx.clone(),
+                header,
+            )),
             tokio::spawn(sampler::periodic(
                 Arc::downgrade(&broker),
                 std::time::Duration::from_millis(cfg.alarm_check_interval),

@@ -15,7 +15,7 @@ static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 struct Cli {
     /// Configuration file (TOML). Without it: $WARREN_CONFIG_FILE, then
     /// /etc/warren/warren.toml, then config/warren.toml, the first that exists.
-    #[arg(long)]
+    #[arg(long, global = true)]
     config: Option<PathBuf>,
     /// AMQP listener address.
     #[arg(long)]
@@ -27,7 +27,7 @@ struct Cli {
     #[arg(long)]
     metrics_listen: Option<SocketAddr>,
     /// Data directory of the embedded store.
-    #[arg(long)]
+    #[arg(long, global = true)]
     data_dir: Option<PathBuf>,
     /// AMQP-over-TLS listener address (needs --tls-cert and --tls-key).
     #[arg(long)]
@@ -44,6 +44,17 @@ struct Cli {
     /// CA certificates to verify client certificates against (PEM).
     #[arg(long)]
     tls_ca: Option<PathBuf>,
+    /// Without a command: run the broker.
+    #[command(subcommand)]
+    command: Option<Sub>,
+}
+
+/// What else the binary does.
+#[derive(Debug, clap::Subcommand)]
+enum Sub {
+    /// rabbitmqctl / rabbitmq-diagnostics commands against the node of this configuration
+    /// (or --data-dir), through its local CLI socket.
+    Ctl(warren::ctl::CtlArgs),
 }
 
 /// The configuration file to read, as RabbitMQ users expect to find it: the flag, the
@@ -148,6 +159,10 @@ async fn main() -> std::process::ExitCode {
             return std::process::ExitCode::from(2);
         }
     };
+    if let Some(Sub::Ctl(args)) = &cli.command {
+        let code = warren::ctl::run(args, &config.data_dir, &config.node_name);
+        return std::process::ExitCode::from(code);
+    }
     init_logging(config.log_format);
     match &file {
         Some(f) => tracing::info!(config_file = %f.display(), "configuration read"),

@@ -442,6 +442,30 @@ async fn a_lost_node_gives_back_what_its_consumers_held_and_cancels_consumers_of
     assert_eq!(r.status, 503, "{}", r.body);
     assert_eq!(r.json()["queues"][0]["name"], "rabbitmq_metadata");
 
+    // warren ctl on a: b shows as a disk node that is not running; a running node cannot be
+    // forgotten; b can, and is then no member.
+    let a_dir = specs[0].dir.path().join("data");
+    let (rc, out, _) = common::warren_ctl(&a_dir, &["cluster_status", "--formatter", "json"]);
+    assert_eq!(rc, 0);
+    let cs: serde_json::Value = serde_json::from_str(&out).expect("json");
+    assert_eq!(cs["disk_nodes"], serde_json::json!(NAMES));
+    assert_eq!(cs["running_nodes"], serde_json::json!([NAMES[0], NAMES[2]]));
+    let (rc, _, err) = common::warren_ctl(&a_dir, &["forget_cluster_node", NAMES[2]]);
+    assert_eq!(rc, 70, "{err}");
+    assert!(err.contains("failed_to_forget_online_node"), "{err}");
+    let (rc, out, err) = common::warren_ctl(&a_dir, &["forget_cluster_node", NAMES[1]]);
+    assert_eq!(rc, 0, "{err}");
+    assert_eq!(
+        out,
+        format!("Removing node {} from the cluster\n", NAMES[1])
+    );
+    eventually_nodes(
+        specs[0].http,
+        &[(NAMES[0], true), (NAMES[2], true)],
+        "b forgotten",
+    )
+    .await;
+
     // All ten are read on c, the five b held marked redelivered.
     let on_c = channel(&c).await;
     let mut reader = within(on_c.basic_consume(

@@ -21,16 +21,24 @@ pub struct Peers {
     secret: Arc<[u8]>,
     me: NodeId,
     tls: Option<tokio_rustls::TlsConnector>,
+    bind: Option<std::net::IpAddr>,
     map: DashMap<NodeId, Arc<Peer>>,
 }
 
 impl Peers {
-    /// Peers reached as node `me` with `secret`, over TLS with `tls` when given.
-    pub fn new(secret: Arc<[u8]>, me: NodeId, tls: Option<tokio_rustls::TlsConnector>) -> Peers {
+    /// Peers reached as node `me` with `secret`, over TLS with `tls` when given, from the
+    /// local address `bind` when given.
+    pub fn new(
+        secret: Arc<[u8]>,
+        me: NodeId,
+        tls: Option<tokio_rustls::TlsConnector>,
+        bind: Option<std::net::IpAddr>,
+    ) -> Peers {
         Peers {
             secret,
             me,
             tls,
+            bind,
             map: DashMap::new(),
         }
     }
@@ -42,6 +50,7 @@ impl Peers {
             self.secret.clone(),
             self.me,
             self.tls.clone(),
+            self.bind,
         )
     }
 

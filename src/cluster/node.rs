@@ -264,7 +264,11 @@ impl MetaNode {
             Some(t) => (Some(t.acceptor.clone()), Some(t.connector.clone())),
             None => (None, None),
         };
-        let peers = Arc::new(Peers::new(secret.clone(), id, connector));
+        // Connections to peers leave from the listener's address when it names one, so a
+        // node bound to one interface talks to its peers from it (RabbitMQ's
+        // `inet_dist_use_interface`).
+        let bind = Some(config.listen.ip()).filter(|ip| !ip.is_unspecified());
+        let peers = Arc::new(Peers::new(secret.clone(), id, connector, bind));
         let log = LogStore::new(store.clone(), METADATA_GROUP);
         let sm = StateMachine::open(store, METADATA_GROUP, observer)
             .map_err(|e| ClusterError::Start(e.to_string()))?;

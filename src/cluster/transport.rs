@@ -11,11 +11,11 @@ use super::handshake::{self, HandshakeError};
 use super::messages::{Request, Response};
 use super::types::NodeId;
 use std::future::Future;
-use std::net::SocketAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::io::{AsyncRead, AsyncWrite, BufStream};
-use tokio::net::{TcpListener, TcpStream};
+use tokio::net::{TcpListener, TcpSocket, TcpStream};
 use tokio::sync::watch;
 use tokio::task::JoinSet;
 use tokio_rustls::rustls::pki_types::ServerName;
@@ -69,17 +69,50 @@ pub struct Peer {
     secret: Arc<[u8]>,
     me: NodeId,
     tls: Option<TlsConnector>,
+    /// The local address connections leave from (None: the system's choice).
+    bind: Option<IpAddr>,
     idle: Mutex<Vec<Conn>>,
 }
 
+/// A TCP connection to `addr`, from `bind` when given.
+async fn connect_from(addr: &str, bind: Option<IpAddr>) -> std::io::Result<TcpStream> {
+    let Some(ip) = bind else {
+        return TcpStream::connect(addr).await;
+    };
+    let mut last = None;
+    for target in tokio::net::lookup_host(addr).await? {
+        let socket = match target {
+            SocketAddr::V4(_) => TcpSocket::new_v4()?,
+            SocketAddr::V6(_) => TcpSocket::new_v6()?,
+        };
+        if socket.bind(SocketAddr::new(ip, 0)).is_err() {
+            // Another address family than the bind address: let the system choose.
+            return TcpStream::connect(target).await;
+        }
+        match socket.connect(target).await {
+            Ok(s) => return Ok(s),
+            Err(e) => last = Some(e),
+        }
+    }
+    Err(last.unwrap_or_else(|| std::io::Error::other(format!("{addr} resolves to nothing"))))
+}
+
 impl Peer {
-    /// A peer at `addr`, proving ourselves as `me` with `secret` (over `tls` when given).
-    pub fn new(addr: String, secret: Arc<[u8]>, me: NodeId, tls: Option<TlsConnector>) -> Peer {
+    /// A peer at `addr`, proving ourselves as `me` with `secret` (over `tls` when given),
+    /// reached from the local address `bind` when given.
+    pub fn new(
+        addr: String,
+        secret: Arc<[u8]>,
+        me: NodeId,
+        tls: Option<TlsConnector>,
+        bind: Option<IpAddr>,
+    ) -> Peer {
         Peer {
             addr,
             secret,
             me,
             tls,
+            bind,
             idle: Mutex::new(Vec::new()),
         }
     }
@@ -95,7 +128,7 @@ impl Peer {
             cause,
         };
         let attempt = async {
-            let stream = TcpStream::connect(&self.addr).await?;
+            let stream = connect_from(&self.addr, self.bind).await?;
             stream.set_nodelay(true)?;
             let io: Box<dyn Io> = match &self.tls {
                 Some(tls) => Box::new(tls.connect(server_name(&self.addr)?, stream).await?),

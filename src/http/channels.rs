@@ -75,7 +75,7 @@ pub(crate) fn all(b: &AppState) -> Vec<Value> {
 
 /// The channels of every node `user` may see (in `vhost`, when given).
 async fn everywhere(b: &AppState, user: &crate::auth::User, vhost: Option<&str>) -> Vec<Value> {
-    super::cluster_views::listed_everywhere(b, super::cluster_views::CHANNELS)
+    super::cluster_views::listed_everywhere(b, super::cluster_views::CHANNELS, all(b))
         .await
         .into_iter()
         .filter(|ch| super::connections::shown(ch, user, vhost))

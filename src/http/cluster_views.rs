@@ -17,33 +17,29 @@ pub(crate) const CONSUMERS: &str = "consumers";
 /// This node's connection and channel counts and message rates.
 pub(crate) const TOTALS: &str = "totals";
 
-/// Answers other nodes' requests for this node's views from now on.
-pub(crate) fn install(b: &AppState) {
+/// Answers other nodes' requests for this node's views from now on, with `local` (a view's
+/// kind to this node's view of it).
+pub(crate) fn install<F, Fut>(b: &AppState, local: F)
+where
+    F: Fn(AppState, String) -> Fut + Send + Sync + 'static,
+    Fut: std::future::Future<Output = Value> + Send + 'static,
+{
     let weak = Arc::downgrade(b);
+    let local = Arc::new(local);
     b.views.set(Arc::new(move |kind: String| {
-        let weak = weak.clone();
+        let (weak, local) = (weak.clone(), local.clone());
         Box::pin(async move {
             let Some(b) = weak.upgrade() else {
                 return Vec::new();
             };
-            serde_json::to_vec(&local(&b, &kind).await).unwrap_or_default()
+            serde_json::to_vec(&local(b, kind).await).unwrap_or_default()
         })
     }));
 }
 
-async fn local(b: &AppState, kind: &str) -> Value {
-    match kind {
-        CONNECTIONS => Value::Array(super::connections::all(b)),
-        CHANNELS => Value::Array(super::channels::all(b)),
-        CONSUMERS => Value::Array(super::consumers::consumers_of(b, None).await),
-        TOTALS => super::overview::local_totals(b),
-        _ => Value::Null,
-    }
-}
-
-/// View `kind` of this node, then of every other member that answers.
-pub(crate) async fn everywhere(b: &AppState, kind: &str) -> Vec<Value> {
-    let mut out = vec![local(b, kind).await];
+/// This node's view `kind` (`mine`), then every other member's that answers.
+pub(crate) async fn everywhere(b: &AppState, kind: &str, mine: Value) -> Vec<Value> {
+    let mut out = vec![mine];
     for bytes in b.member_views(kind).await {
         if let Ok(v) = serde_json::from_slice(&bytes) {
             out.push(v);
@@ -52,9 +48,9 @@ pub(crate) async fn everywhere(b: &AppState, kind: &str) -> Vec<Value> {
     out
 }
 
-/// The list view `kind` of every node, as one list (this node's first).
-pub(crate) async fn listed_everywhere(b: &AppState, kind: &str) -> Vec<Value> {
-    everywhere(b, kind)
+/// The list view `kind` of every node, as one list (this node's, `mine`, first).
+pub(crate) async fn listed_everywhere(b: &AppState, kind: &str, mine: Vec<Value>) -> Vec<Value> {
+    everywhere(b, kind, Value::Array(mine))
         .await
         .into_iter()
         .flat_map(|v| match v {
@@ -88,10 +84,10 @@ pub(crate) fn add_into(sum: &mut Value, more: &Value) {
     }
 }
 
-/// The totals of every node, summed.
-pub(crate) async fn totals_everywhere(b: &AppState) -> Map<String, Value> {
+/// The totals of every node (this node's are `mine`), summed.
+pub(crate) async fn totals_everywhere(b: &AppState, mine: Value) -> Map<String, Value> {
     let mut sum = Value::Object(Map::new());
-    for t in everywhere(b, TOTALS).await {
+    for t in everywhere(b, TOTALS, mine).await {
         add_into(&mut sum, &t);
     }
     match sum {

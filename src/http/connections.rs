@@ -68,7 +68,7 @@ pub(crate) fn shown(item: &Value, user: &crate::auth::User, vhost: Option<&str>)
 
 /// The connections of every node `user` may see (in `vhost`, when given).
 async fn visible(b: &AppState, user: &crate::auth::User, vhost: Option<&str>) -> Vec<Value> {
-    super::cluster_views::listed_everywhere(b, super::cluster_views::CONNECTIONS)
+    super::cluster_views::listed_everywhere(b, super::cluster_views::CONNECTIONS, all(b))
         .await
         .into_iter()
         .filter(|c| shown(c, user, vhost))

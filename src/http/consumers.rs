@@ -9,7 +9,8 @@ use serde_json::{json, Value};
 
 /// The consumers of every node (in `vhost`, when given).
 async fn everywhere(b: &AppState, vhost: Option<&str>) -> Vec<Value> {
-    super::cluster_views::listed_everywhere(b, super::cluster_views::CONSUMERS)
+    let mine = consumers_of(b, None).await;
+    super::cluster_views::listed_everywhere(b, super::cluster_views::CONSUMERS, mine)
         .await
         .into_iter()
         .filter(|c| vhost.is_none_or(|v| c["queue"]["vhost"].as_str() == Some(v)))

@@ -3,7 +3,7 @@
 //! with 503. Resource alarms: memory and free disk (`crate::alarms`), and a store that cannot
 //! write (reported as a disk alarm).
 
-use super::{ApiError, AppState, Authenticated};
+use super::{Administrator, ApiError, AppState, Authenticated};
 use crate::message::Message;
 use crate::vhost::QueueOptions;
 use amq_protocol::protocol::BasicProperties;
@@ -177,6 +177,8 @@ pub(crate) async fn nodes(State(b): State<AppState>, _: Authenticated) -> Json<V
         "type": "disc",
         "running": true,
         "being_drained": false,
+        "os_pid": std::process::id().to_string(),
+        "uptime": u64::try_from(b.started.elapsed().as_millis()).unwrap_or(u64::MAX),
         "fd_used": fd_used,
         "fd_total": fd_total,
         "sockets_used": b.connections.len(),
@@ -195,6 +197,37 @@ pub(crate) async fn nodes(State(b): State<AppState>, _: Authenticated) -> Json<V
     }
     nodes.sort_by(|x, y| x["name"].as_str().cmp(&y["name"].as_str()));
     Json(Value::Array(nodes))
+}
+
+/// `DELETE /api/nodes/{name}` (Warren's, for `warren ctl forget_cluster_node`): removes a
+/// member that is not running from the cluster, as RabbitMQ's forget_cluster_node does
+/// (a running node, or this node itself, is refused).
+pub(crate) async fn forget_node(
+    State(b): State<AppState>,
+    _: Administrator,
+    Path(name): Path<String>,
+) -> Result<StatusCode, ApiError> {
+    let node = b.cluster.get().ok_or_else(ApiError::not_found)?;
+    let refused = |why: String| ApiError::new(StatusCode::BAD_REQUEST, "bad_request", why);
+    if name == node.name() {
+        return Err(refused(format!(
+            "{{:cannot_forget_self, \"{name} is the node asked; ask another member\"}}"
+        )));
+    }
+    let members = node.member_status(PING_TIMEOUT).await;
+    let member = members
+        .iter()
+        .find(|m| m.member.name == name)
+        .ok_or_else(ApiError::not_found)?;
+    if member.running {
+        return Err(refused(format!(
+            "{{:failed_to_forget_online_node, \"{name} is running; stop it first\"}}"
+        )));
+    }
+    node.forget(&name)
+        .await
+        .map_err(|e| ApiError::from(crate::error::CoreError::Unavailable(e.to_string())))?;
+    Ok(StatusCode::NO_CONTENT)
 }
 
 /// How long a member may take to answer the ping that says it is running.

@@ -162,6 +162,15 @@ pub(crate) fn created_status(new: bool) -> StatusCode {
     }
 }
 
+/// Marks requests that came in on the node's local CLI socket ([`serve_local`]): whoever
+/// may open that socket (its file is the owner's only) acts as an administrator, as whoever
+/// may read RabbitMQ's Erlang cookie does with `rabbitmqctl`.
+#[derive(Clone, Copy, Debug)]
+struct LocalAdmin;
+
+/// The user name requests on the local CLI socket act as.
+const LOCAL_ADMIN: &str = "rabbitmq-cli";
+
 /// A user authenticated with HTTP basic auth whose tags allow the management API.
 pub(crate) struct Authenticated(pub User);
 
@@ -170,6 +179,13 @@ impl FromRequestParts<AppState> for Authenticated {
 
     async fn from_request_parts(parts: &mut Parts, broker: &AppState) -> Result<Self, ApiError> {
         use base64::Engine;
+        if parts.extensions.get::<LocalAdmin>().is_some() {
+            return Ok(Authenticated(User::new(
+                LOCAL_ADMIN,
+                "",
+                &["administrator"],
+            )));
+        }
         let creds = parts
             .headers
             .get(header::AUTHORIZATION)
@@ -295,9 +311,21 @@ async fn not_found(State(_): State<AppState>) -> ApiError {
     ApiError::not_found()
 }
 
+/// This node's view `kind`, as other nodes ask for it ([`cluster_views`]).
+async fn local_view(b: AppState, kind: String) -> serde_json::Value {
+    use serde_json::Value;
+    match kind.as_str() {
+        cluster_views::CONNECTIONS => Value::Array(connections::all(&b)),
+        cluster_views::CHANNELS => Value::Array(channels::all(&b)),
+        cluster_views::CONSUMERS => Value::Array(consumers::consumers_of(&b, None).await),
+        cluster_views::TOTALS => overview::local_totals(&b),
+        _ => Value::Null,
+    }
+}
+
 /// The API's routes, served by [`serve`] and [`serve_tls`] (public for fuzzing and embedding).
 pub fn router(broker: Arc<Broker>) -> Router {
-    cluster_views::install(&broker);
+    cluster_views::install(&broker, local_view);
     Router::new()
         .route("/", get(index))
         .route("/api/overview", get(overview::overview))
@@ -322,6 +350,10 @@ pub fn router(broker: Arc<Broker>) -> Router {
             get(definitions::export_vhost).post(definitions::import_vhost),
         )
         .route("/api/nodes", get(health::nodes))
+        .route(
+            "/api/nodes/{name}",
+            axum::routing::delete(health::forget_node),
+        )
         .route("/api/health/checks/alarms", get(health::alarms_check))
         .route(
             "/api/health/checks/local-alarms",
@@ -515,6 +547,31 @@ pub async fn serve_tls(
     header_timeout: Duration,
 ) {
     serve_with(listener, app, shutdown, Some(acceptor), header_timeout).await
+}
+
+/// Serves the API on the node's local CLI socket until shutdown (`warren ctl` talks to it),
+/// every request acting as an administrator ([`LocalAdmin`]).
+pub async fn serve_local(
+    listener: tokio::net::UnixListener,
+    app: Router,
+    mut shutdown: watch::Receiver<bool>,
+    header_timeout: Duration,
+) {
+    let app = app.layer(axum::Extension(LocalAdmin));
+    let mut conns = tokio::task::JoinSet::new();
+    loop {
+        tokio::select! {
+            _ = shutdown.changed() => break,
+            accepted = listener.accept() => {
+                let Ok((socket, _)) = accepted else {
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                    continue;
+                };
+                conns.spawn(serve_connection(socket, app.clone(), header_timeout));
+            }
+            Some(_) = conns.join_next(), if !conns.is_empty() => {}
+        }
+    }
 }
 
 /// The accept loop: each connection gets `header_timeout` for its TLS handshake and for each

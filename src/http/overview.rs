@@ -22,7 +22,7 @@ pub(crate) async fn overview(State(b): State<AppState>, _: Authenticated) -> Jso
         unacked += u64::from(i.messages_unacknowledged);
         consumers += u64::from(i.consumers);
     }
-    let totals = super::cluster_views::totals_everywhere(&b).await;
+    let totals = super::cluster_views::totals_everywhere(&b, local_totals(&b)).await;
     let node = super::node_name(&b);
     Json(json!({
         "product_name": "Warren",

@@ -43,6 +43,19 @@ pub fn spec_with(
     seeds: &[String],
     extra: &str,
 ) -> Spec {
+    spec_on("127.0.0.1", name, cluster_port, secret, seeds, extra)
+}
+
+/// A node's spec whose inter-node listener (and connections) are on the loopback address
+/// `host` (its AMQP and HTTP listeners stay on 127.0.0.1).
+pub fn spec_on(
+    host: &str,
+    name: &str,
+    cluster_port: u16,
+    secret: &str,
+    seeds: &[String],
+    extra: &str,
+) -> Spec {
     let dir = tempfile::tempdir().expect("dir");
     let http = SocketAddr::from(([127, 0, 0, 1], free_port()));
     let amqp = free_port();
@@ -53,7 +66,7 @@ pub fn spec_with(
          metrics_listen = \"127.0.0.1:0\"\n\
          data_dir = {data:?}\n\
          node_name = \"{name}\"\n\
-         cluster_listen = \"127.0.0.1:{cluster_port}\"\n\
+         cluster_listen = \"{host}:{cluster_port}\"\n\
          cluster_secret = \"{secret}\"\n\
          cluster_nodes = [{seeds}]\n{extra}",
         data = dir.path().join("data"),

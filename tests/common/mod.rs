@@ -319,6 +319,22 @@ pub async fn spawn_binary(dir: &std::path::Path) -> Process {
     panic!("warren did not come up");
 }
 
+/// Runs `warren --data-dir DIR ctl ARGS`: (exit code, stdout, stderr).
+pub fn warren_ctl(dir: &std::path::Path, args: &[&str]) -> (i32, String, String) {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_warren"))
+        .arg("--data-dir")
+        .arg(dir)
+        .arg("ctl")
+        .args(args)
+        .output()
+        .expect("run warren ctl");
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
 /// A test tool at `path` under the repository (in target/tools), installed by the project's
 /// script `tests/tools/<installer>` on first use.
 pub fn tool(path: &str, installer: &str) -> std::path::PathBuf {

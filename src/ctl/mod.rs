@@ -1,0 +1,138 @@
+//! `warren ctl`: the rabbitmqctl / rabbitmq-diagnostics commands people script against a
+//! node, with their names, output shapes (tables, `--formatter json`, `-q`, `-s`) and exit
+//! codes (69 when the node cannot be reached, 70 when the operation fails).
+//!
+//! It talks to the node through the management API on the node's local CLI socket
+//! (`<data_dir>/warren-ctl.sock`, the owner's only): whoever can open it acts as an
+//! administrator, as whoever can read RabbitMQ's Erlang cookie does with rabbitmqctl. Cluster
+//! commands are carried out by that node for the whole cluster.
+
+mod client;
+mod commands;
+mod output;
+
+pub use client::{Answer, Client};
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// rabbitmqctl's exit code when the node cannot be reached (EX_UNAVAILABLE).
+pub const UNAVAILABLE: u8 = 69;
+/// rabbitmqctl's exit code when the operation failed (EX_SOFTWARE).
+pub const FAILED: u8 = 70;
+/// rabbitmqctl's exit code for a bad invocation (EX_USAGE).
+pub const USAGE: u8 = 64;
+
+/// `warren ctl`'s options and command.
+#[derive(Debug, clap::Args)]
+pub struct CtlArgs {
+    /// The node to act on: the name of the node whose data dir is used (checked).
+    #[arg(short = 'n', long = "node", global = true)]
+    pub node: Option<String>,
+    /// No informational banner.
+    #[arg(short = 'q', long, global = true)]
+    pub quiet: bool,
+    /// No banner and no table header.
+    #[arg(short = 's', long, global = true)]
+    pub silent: bool,
+    /// Output format: `json`, or a table by default.
+    #[arg(long, global = true)]
+    pub formatter: Option<String>,
+    /// Seconds to wait for the node.
+    #[arg(short = 't', long, global = true)]
+    pub timeout: Option<u64>,
+    /// The command.
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// The commands, under rabbitmqctl's names.
+#[derive(Debug, clap::Subcommand)]
+#[command(rename_all = "snake_case")]
+pub enum Command {
+    /// The node's status (runtime, data directory, listeners).
+    Status,
+    /// Whether the node answers.
+    Ping,
+    /// Waits until the node has started.
+    AwaitStartup,
+    /// Whether the node is running and booted.
+    CheckRunning,
+    /// Connects to every listener the node reports.
+    CheckPortConnectivity,
+    /// The cluster's members, which run, versions, alarms, partitions and listeners.
+    ClusterStatus,
+    /// Removes a stopped node from the cluster.
+    ForgetClusterNode {
+        /// The node to remove.
+        #[arg(value_name = "NODE")]
+        target: String,
+    },
+    /// Queues of a vhost with the columns asked for (name and messages by default).
+    ListQueues {
+        /// The vhost.
+        #[arg(short = 'p', long = "vhost", default_value = "/")]
+        vhost: String,
+        /// Columns.
+        items: Vec<String>,
+    },
+    /// Open connections with the columns asked for.
+    ListConnections {
+        /// Columns.
+        items: Vec<String>,
+    },
+    /// Users and their tags.
+    ListUsers,
+    /// Creates a user.
+    AddUser {
+        /// Its name.
+        user: String,
+        /// Its password.
+        password: String,
+    },
+    /// Sets a user's permissions in a vhost.
+    SetPermissions {
+        /// The vhost.
+        #[arg(short = 'p', long = "vhost", default_value = "/")]
+        vhost: String,
+        /// The user.
+        user: String,
+        /// Configure regex.
+        configure: String,
+        /// Write regex.
+        write: String,
+        /// Read regex.
+        read: String,
+    },
+}
+
+/// Runs `args` against the node whose data dir is `data_dir` (named `node_name` in its
+/// configuration); returns the exit code.
+pub fn run(args: &CtlArgs, data_dir: &std::path::Path, node_name: &str) -> u8 {
+    let style = output::Style {
+        quiet: args.quiet,
+        silent: args.silent,
+        json: args.formatter.as_deref() == Some("json"),
+    };
+    let client = Client {
+        socket: PathBuf::from(data_dir).join(crate::CTL_SOCKET),
+        timeout: Duration::from_secs(args.timeout.unwrap_or(60)),
+    };
+    let ctx = commands::Ctx {
+        client,
+        style,
+        node: node_name.to_owned(),
+        data_dir: data_dir.to_path_buf(),
+        wait: Duration::from_secs(args.timeout.unwrap_or(300)),
+    };
+    if let Some(n) = &args.node {
+        if n != node_name {
+            eprintln!(
+                "Error: {n} is not the node whose data dir this is ({node_name}); warren ctl acts \
+                 through the local node (give its --config or --data-dir)"
+            );
+            return USAGE;
+        }
+    }
+    commands::run(&ctx, &args.command)
+}
