@@ -223,6 +223,59 @@ pub trait RemoteLink: Send + Sync + 'static {
     fn alive(&self, q: &QueueShared) -> Pin<Box<dyn Future<Output = bool> + Send>>;
 }
 
+/// The settlement commands, which a remote queue merges before sending them home.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Settle {
+    Ack,
+    Requeue,
+    Discard,
+}
+
+fn settlement(cmd: QueueCmd) -> Result<(Settle, Vec<u64>), QueueCmd> {
+    match cmd {
+        QueueCmd::Ack(s) => Ok((Settle::Ack, s)),
+        QueueCmd::Requeue(s) => Ok((Settle::Requeue, s)),
+        QueueCmd::Discard(s) => Ok((Settle::Discard, s)),
+        other => Err(other),
+    }
+}
+
+/// `cmd` with the settlements of the same kind queued behind it merged in, so a consumer
+/// acking one message at a time costs one round trip per batch, not per ack; the first
+/// command of another kind is kept in `held` for the next turn.
+fn merged(
+    cmd: QueueCmd,
+    control: &mut tokio::sync::mpsc::UnboundedReceiver<QueueCmd>,
+    held: &mut Option<QueueCmd>,
+) -> QueueCmd {
+    let (kind, mut seqs) = match settlement(cmd) {
+        Ok(s) => s,
+        Err(other) => return other,
+    };
+    while let Ok(next) = control.try_recv() {
+        match settlement(next) {
+            Ok((k, more)) if k == kind => seqs.extend(more),
+            Ok((k, more)) => {
+                *held = Some(settle_cmd(k, more));
+                break;
+            }
+            Err(other) => {
+                *held = Some(other);
+                break;
+            }
+        }
+    }
+    settle_cmd(kind, seqs)
+}
+
+fn settle_cmd(kind: Settle, seqs: Vec<u64>) -> QueueCmd {
+    match kind {
+        Settle::Ack => QueueCmd::Ack(seqs),
+        Settle::Requeue => QueueCmd::Requeue(seqs),
+        Settle::Discard => QueueCmd::Discard(seqs),
+    }
+}
+
 /// The task of a remote queue.
 struct Proxy {
     q: QueueRef,
@@ -247,19 +300,24 @@ impl Proxy {
         let mut watch = tokio::time::interval(WATCH_EVERY);
         watch.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
         let mut missed = 0;
+        let mut held = None;
         loop {
-            let cmd = tokio::select! {
-                biased;
-                Some(cmd) = control.recv() => cmd,
-                Some(cmd) = data.recv() => cmd,
-                _ = watch.tick(), if !self.consumers.is_empty() => {
-                    missed = if self.link.alive(&self.q).await { 0 } else { missed + 1 };
-                    if missed >= WATCH_MISSES {
-                        self.home_lost();
+            let cmd = if let Some(cmd) = held.take() {
+                cmd
+            } else {
+                tokio::select! {
+                    biased;
+                    Some(cmd) = control.recv() => merged(cmd, &mut control, &mut held),
+                    Some(cmd) = data.recv() => cmd,
+                    _ = watch.tick(), if !self.consumers.is_empty() => {
+                        missed = if self.link.alive(&self.q).await { 0 } else { missed + 1 };
+                        if missed >= WATCH_MISSES {
+                            self.home_lost();
+                        }
+                        continue;
                     }
-                    continue;
+                    else => break,
                 }
-                else => break,
             };
             let QueueCmd::Publish(msg, token) = cmd else {
                 if self.handle(cmd).await {
@@ -495,5 +553,33 @@ impl QueueShared {
     /// The home node cancelled consumer `consumer` here (its queue went away there).
     pub fn remote_cancelled(&self, consumer: u64) {
         self.control(QueueCmd::RemoteCancelled(consumer));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn settlements_queued_behind_one_are_merged_until_another_kind() {
+        let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+        for cmd in [
+            QueueCmd::Ack(vec![2]),
+            QueueCmd::Ack(vec![3, 4]),
+            QueueCmd::Requeue(vec![5]),
+            QueueCmd::Ack(vec![6]),
+        ] {
+            tx.send(cmd).expect("send");
+        }
+        let mut held = None;
+        let first = merged(QueueCmd::Ack(vec![1]), &mut rx, &mut held);
+        assert!(matches!(first, QueueCmd::Ack(ref s) if s == &[1, 2, 3, 4]));
+        assert!(matches!(held, Some(QueueCmd::Requeue(ref s)) if s == &[5]));
+        let mut held = None;
+        let other = merged(QueueCmd::Kick, &mut rx, &mut held);
+        assert!(matches!(other, QueueCmd::Kick) && held.is_none());
+        let last = merged(QueueCmd::Discard(vec![7]), &mut rx, &mut held);
+        assert!(matches!(last, QueueCmd::Discard(ref s) if s == &[7]));
+        assert!(matches!(held, Some(QueueCmd::Ack(ref s)) if s == &[6]));
     }
 }

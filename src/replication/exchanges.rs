@@ -306,8 +306,32 @@ pub(super) fn auto_removal(vhost: &str, name: &str) -> Command {
     }
 }
 
+/// What removing every binding to `to` does to the auto-delete exchanges bound to it: each
+/// of `v`'s (those committed here) that has a binding to it loses those, and goes when that
+/// left it none; which of them is decided where the entry applies.
+pub(super) fn emptied_sources(v: &VHost, to: End<'_>) -> Vec<Command> {
+    let to_it = bindings_to(&v.name, to);
+    v.exchanges()
+        .iter()
+        .filter(|a| a.auto_delete && to != End::Exchange(&a.name) && !bound_to_queues(a))
+        .map(|a| Command::IfAnyBelow {
+            prefix: to_it.clone(),
+            at: SOURCE_AT,
+            name: a.name.clone(),
+            then: vec![
+                Command::DeleteWhere {
+                    prefix: to_it.clone(),
+                    at: SOURCE_AT,
+                    name: a.name.clone(),
+                },
+                auto_removal(&v.name, &a.name),
+            ],
+        })
+        .collect()
+}
+
 /// Whether an exchange has bindings that only this node knows (to exclusive queues).
-pub(super) fn bound_to_queues(x: &Exchange) -> bool {
+fn bound_to_queues(x: &Exchange) -> bool {
     x.bindings()
         .list()
         .iter()
@@ -388,25 +412,7 @@ impl Broker {
         // Every auto-delete exchange committed so far is a candidate; which of them were bound
         // to this one, and are left with nothing, is decided where the entry applies.
         self.catch_up().await;
-        let to_it = bindings_to(&v.name, End::Exchange(name));
-        let mut batch: Vec<Command> = v
-            .exchanges()
-            .iter()
-            .filter(|a| a.auto_delete && a.name != name && !bound_to_queues(a))
-            .map(|a| Command::IfAnyBelow {
-                prefix: to_it.clone(),
-                at: SOURCE_AT,
-                name: a.name.clone(),
-                then: vec![
-                    Command::DeleteWhere {
-                        prefix: to_it.clone(),
-                        at: SOURCE_AT,
-                        name: a.name.clone(),
-                    },
-                    auto_removal(&v.name, &a.name),
-                ],
-            })
-            .collect();
+        let mut batch = emptied_sources(v, End::Exchange(name));
         batch.extend(removal(&v.name, name));
         node.write(Command::Batch(batch))
             .await

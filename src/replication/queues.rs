@@ -12,7 +12,7 @@
 //! exchanges whose last binding led to it, in one entry.
 
 use super::exchanges::{
-    auto_removal, binding_path, bindings_to, bound_to_queues, with_exchanges, End, SOURCE_AT,
+    binding_path, bindings_to, emptied_sources, with_exchanges, End, SOURCE_AT,
 };
 use super::{forward, unavailable, Record, VHOSTS};
 use crate::broker::Broker;
@@ -113,27 +113,9 @@ pub(super) fn apply_delete(b: &Broker, path: &[String]) {
 /// Removes a queue's record and the bindings to it, and the auto-delete exchanges (of those
 /// committed here) whose last binding led to it.
 pub(super) fn removal(v: &VHost, name: &str) -> Command {
-    let to_it = bindings_to(&v.name, End::Queue(name));
-    let mut batch: Vec<Command> = v
-        .exchanges()
-        .iter()
-        .filter(|a| a.auto_delete && !bound_to_queues(a))
-        .map(|a| Command::IfAnyBelow {
-            prefix: to_it.clone(),
-            at: SOURCE_AT,
-            name: a.name.clone(),
-            then: vec![
-                Command::DeleteWhere {
-                    prefix: to_it.clone(),
-                    at: SOURCE_AT,
-                    name: a.name.clone(),
-                },
-                auto_removal(&v.name, &a.name),
-            ],
-        })
-        .collect();
+    let mut batch = emptied_sources(v, End::Queue(name));
     batch.push(Command::DeleteWhere {
-        prefix: to_it,
+        prefix: bindings_to(&v.name, End::Queue(name)),
         at: SOURCE_AT - 1,
         name: name.into(),
     });
