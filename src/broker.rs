@@ -56,6 +56,9 @@ pub struct Broker {
     pub views: Views,
     /// When the node started (`uptime` in the management API and `warren ctl status`).
     pub started: std::time::Instant,
+    /// This run of the node, random at each start: other nodes tell its consumers apart
+    /// from those of an earlier run with the same ids.
+    pub incarnation: u64,
 }
 
 /// The [`ViewHook`] slot, set once.
@@ -111,6 +114,7 @@ impl Broker {
             user_limits: DashMap::new(),
             views: Views::default(),
             started: std::time::Instant::now(),
+            incarnation: rand::random(),
             alarms: crate::alarms::Alarms::new(&config),
             store,
             config,

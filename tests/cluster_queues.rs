@@ -504,3 +504,72 @@ async fn a_lost_node_gives_back_what_its_consumers_held_and_cancels_consumers_of
     );
     drop(specs);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_consumer_node_restarted_at_once_gets_back_what_its_earlier_run_held() {
+    let (specs, mut children, _) = three().await;
+    let a = within(amqp(specs[0].amqp, "%2F")).await.expect("a");
+    let on_a = channel(&a).await;
+    within(on_a.queue_declare("jobs".into(), durable(), FieldTable::default()))
+        .await
+        .expect("declare on a");
+    publish_confirmed(&a, "", "jobs", "j", 10).await;
+    {
+        let c = within(amqp(specs[2].amqp, "%2F")).await.expect("c");
+        let on_c = channel(&c).await;
+        within(on_c.basic_qos(5, BasicQosOptions::default()))
+            .await
+            .expect("qos");
+        let mut first = within(on_c.basic_consume(
+            "jobs".into(),
+            "first-run".into(),
+            BasicConsumeOptions::default(),
+            FieldTable::default(),
+        ))
+        .await
+        .expect("consume on c");
+        for _ in 0..5 {
+            within(first.next()).await.expect("open").expect("delivery");
+        }
+        // c dies holding 5 and is back before a could notice it was gone.
+        children[2].start_kill().expect("kill c");
+        let _ = children[2].wait().await;
+    }
+    children[2] = spawn(&specs[2]);
+    let start = Instant::now();
+    let c = loop {
+        if let Ok(Ok(c)) = tokio::time::timeout(STEP, amqp(specs[2].amqp, "%2F")).await {
+            break c;
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(30),
+            "c never came back"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    let on_c = channel(&c).await;
+    let mut again = within(on_c.basic_consume(
+        "jobs".into(),
+        "second-run".into(),
+        BasicConsumeOptions::default(),
+        FieldTable::default(),
+    ))
+    .await
+    .expect("consume on restarted c");
+    let mut seen = Vec::new();
+    for _ in 0..10 {
+        let d = tokio::time::timeout(Duration::from_secs(15), again.next())
+            .await
+            .expect("all ten reach the new run's consumer")
+            .expect("open")
+            .expect("delivery");
+        let body = String::from_utf8_lossy(&d.data).into_owned();
+        seen.push(body.trim_start_matches("j-").parse::<u32>().expect("index"));
+        within(d.ack(BasicAckOptions::default()))
+            .await
+            .expect("ack");
+    }
+    seen.sort_unstable();
+    assert_eq!(seen, (0..10).collect::<Vec<u32>>());
+    drop(specs);
+}

@@ -46,31 +46,43 @@ const WATCH_EVERY: Duration = Duration::from_secs(1);
 /// Checks in a row that node may miss before its deliveries are requeued.
 const WATCH_MISSES: u32 = 2;
 
+/// A node, as one run of it: its consumers and what they hold belong to that run.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+struct Origin {
+    node: String,
+    incarnation: u64,
+}
+
 /// A request between the core halves of two nodes.
 #[derive(Debug, Serialize, Deserialize)]
 enum App {
-    /// An operation on a queue that lives on the receiver, for a client of node `origin`.
+    /// An operation on a queue that lives on the receiver, for a client of `origin`.
     Queue {
         vhost: String,
         queue: String,
-        origin: String,
+        origin: Origin,
         op: RemoteOp,
     },
-    /// Deliveries from a queue's home node to consumer `consumer` on the receiver.
+    /// Deliveries from a queue's home node to consumer `consumer` of the receiver's run
+    /// `incarnation` (refused by a later run).
     Deliveries {
         vhost: String,
         queue: String,
         consumer: u64,
+        incarnation: u64,
         items: Vec<RemoteDelivery>,
     },
-    /// The home node cancelled consumer `consumer` on the receiver.
+    /// The home node cancelled consumer `consumer` of the receiver's run `incarnation`.
     Cancelled {
         vhost: String,
         queue: String,
         consumer: u64,
+        incarnation: u64,
     },
     /// The receiver's view `kind` ([`crate::broker::ViewHook`]), answered with its bytes.
     View(String),
+    /// Is the receiver still in its run `incarnation`? (`Done`, or a refusal after a restart.)
+    Alive(u64),
 }
 
 fn failed(e: &CoreError) -> RemoteReply {
@@ -93,16 +105,21 @@ async fn send(node: &MetaNode, to: &str, app: &App) -> Result<RemoteReply, CoreE
 /// Carries a remote queue's operations to its home node.
 struct Link {
     node: Arc<MetaNode>,
+    incarnation: u64,
 }
 
-/// The link remote queues on `node` use.
-pub(super) fn link(node: &Arc<MetaNode>) -> Arc<dyn RemoteLink> {
-    Arc::new(Link { node: node.clone() })
+/// The link remote queues on `node` (in its run `incarnation`) use.
+pub(super) fn link(node: &Arc<MetaNode>, incarnation: u64) -> Arc<dyn RemoteLink> {
+    Arc::new(Link {
+        node: node.clone(),
+        incarnation,
+    })
 }
 
 impl RemoteLink for Link {
     fn call(&self, q: &QueueShared, op: RemoteOp) -> LinkFuture {
         let node = self.node.clone();
+        let incarnation = self.incarnation;
         let home = q.home.as_deref().unwrap_or_default().to_owned();
         let (vhost, queue) = (q.vhost.clone(), q.name.clone());
         Box::pin(async move {
@@ -114,7 +131,10 @@ impl RemoteLink for Link {
             let app = App::Queue {
                 vhost,
                 queue,
-                origin: node.name().to_owned(),
+                origin: Origin {
+                    node: node.name().to_owned(),
+                    incarnation,
+                },
                 op,
             };
             send(&node, &home, &app).await.map_err(|_| down)
@@ -143,21 +163,23 @@ type Outstanding = Arc<Mutex<BTreeSet<u64>>>;
 /// What answers other nodes' queue requests here.
 struct Forwarder {
     broker: Weak<Broker>,
+    /// This node's run.
+    incarnation: u64,
     /// Consumers of other nodes on queues here: (their node, their id) -> (queue, id here).
-    consumers: DashMap<(String, u64), (QueueRef, u64)>,
+    consumers: DashMap<(Origin, u64), (QueueRef, u64)>,
     /// What each other node holds unsettled, by (node, vhost, queue): requeued if it goes.
-    outstanding: DashMap<(String, String, String), Outstanding>,
+    outstanding: DashMap<(Origin, String, String), Outstanding>,
 }
 
 impl Forwarder {
-    fn outstanding(&self, origin: &str, q: &QueueShared) -> Outstanding {
-        let key = (origin.to_owned(), q.vhost.clone(), q.name.clone());
+    fn outstanding(&self, origin: &Origin, q: &QueueShared) -> Outstanding {
+        let key = (origin.clone(), q.vhost.clone(), q.name.clone());
         self.outstanding.entry(key).or_default().clone()
     }
 
     /// `origin` settled these deliveries of `q`.
-    fn settled(&self, origin: &str, q: &QueueShared, seqs: &[u64]) {
-        let key = (origin.to_owned(), q.vhost.clone(), q.name.clone());
+    fn settled(&self, origin: &Origin, q: &QueueShared, seqs: &[u64]) {
+        let key = (origin.clone(), q.vhost.clone(), q.name.clone());
         if let Some(set) = self.outstanding.get(&key) {
             if let Ok(mut set) = set.lock() {
                 for s in seqs {
@@ -172,6 +194,7 @@ impl Forwarder {
 pub fn handler(b: &Arc<Broker>) -> AppHandler {
     let f = Arc::new(Forwarder {
         broker: Arc::downgrade(b),
+        incarnation: b.incarnation,
         consumers: DashMap::new(),
         outstanding: DashMap::new(),
     });
@@ -213,11 +236,20 @@ impl Forwarder {
                 .ok_or_else(|| CoreError::not_found(Kind::Queue, queue, vhost))
         };
         match app {
+            App::Deliveries { incarnation, .. }
+            | App::Cancelled { incarnation, .. }
+            | App::Alive(incarnation)
+                if incarnation != self.incarnation =>
+            {
+                // For consumers of an earlier run of this node: they are gone.
+                RemoteReply::Failed(code::NOT_FOUND, "consumer of an earlier run".into())
+            }
             App::Deliveries {
                 vhost,
                 queue,
                 consumer,
                 items,
+                ..
             } => match find(&vhost, &queue) {
                 Ok((_, q)) => {
                     q.remote_deliveries(consumer, items);
@@ -229,13 +261,14 @@ impl Forwarder {
                 vhost,
                 queue,
                 consumer,
+                ..
             } => {
                 if let Ok((_, q)) = find(&vhost, &queue) {
                     q.remote_cancelled(consumer);
                 }
                 RemoteReply::Done
             }
-            App::View(_) => RemoteReply::Done,
+            App::View(_) | App::Alive(_) => RemoteReply::Done,
             App::Queue {
                 vhost,
                 queue,
@@ -263,7 +296,7 @@ impl Forwarder {
         b: &Arc<Broker>,
         v: &VHost,
         q: QueueRef,
-        origin: String,
+        origin: Origin,
         op: RemoteOp,
     ) -> CoreResult<RemoteReply> {
         Ok(match op {
@@ -342,7 +375,7 @@ impl Forwarder {
         self: &Arc<Self>,
         b: &Arc<Broker>,
         q: QueueRef,
-        origin: String,
+        origin: Origin,
         c: RemoteConsumer,
     ) -> CoreResult<()> {
         let node = b
@@ -392,7 +425,7 @@ impl Forwarder {
 /// The forwarding task of one remote consumer.
 struct Outbound {
     node: Arc<MetaNode>,
-    origin: String,
+    origin: Origin,
     /// The consumer's id on its node, and here.
     consumer: u64,
     here: u64,
@@ -417,7 +450,7 @@ impl Outbound {
                         None => return,
                     },
                     _ = watch.tick(), if self.holds_any() => {
-                        missed = if answers(&self.node, &self.origin).await { 0 } else { missed + 1 };
+                        missed = if self.origin_alive().await { 0 } else { missed + 1 };
                         if missed >= WATCH_MISSES {
                             self.origin_lost().await;
                             return;
@@ -449,13 +482,24 @@ impl Outbound {
                         vhost: self.q.vhost.clone(),
                         queue: self.q.name.clone(),
                         consumer: self.consumer,
+                        incarnation: self.origin.incarnation,
                     };
-                    let _ = send(&self.node, &self.origin, &app).await;
+                    let _ = send(&self.node, &self.origin.node, &app).await;
                     return;
                 }
                 _ => {}
             }
         }
+    }
+
+    /// Whether the consumer's node answers in the run the consumer belongs to (a restarted
+    /// node answers, but its consumers and what they held are gone).
+    async fn origin_alive(&self) -> bool {
+        let app = App::Alive(self.origin.incarnation);
+        matches!(
+            tokio::time::timeout(PING_TIMEOUT, send(&self.node, &self.origin.node, &app)).await,
+            Ok(Ok(RemoteReply::Done))
+        )
     }
 
     /// Whether the consumer's node holds deliveries of this queue unsettled.
@@ -501,10 +545,11 @@ impl Outbound {
             vhost: self.q.vhost.clone(),
             queue: self.q.name.clone(),
             consumer: self.consumer,
+            incarnation: self.origin.incarnation,
             items,
         };
         let taken = matches!(
-            send(&self.node, &self.origin, &app).await,
+            send(&self.node, &self.origin.node, &app).await,
             Ok(RemoteReply::Done)
         );
         self.pending.fetch_sub(n, Ordering::AcqRel);

@@ -97,7 +97,8 @@ pub(super) fn apply_put(b: &Broker, path: &[String], value: &[u8]) -> bool {
     let (Some(v), Some(node)) = (b.vhost(vhost), b.cluster.get()) else {
         return true;
     };
-    let home = (def.node != node.name()).then(|| (def.node.as_str(), forward::link(node)));
+    let home =
+        (def.node != node.name()).then(|| (def.node.as_str(), forward::link(node, b.incarnation)));
     v.install_queue(name, def.durable, def.auto_delete, &def.arguments, home);
     true
 }
