@@ -182,6 +182,7 @@ async fn start_cluster(broker: &Arc<Broker>) -> std::io::Result<()> {
     node.set_app_handler(replication::forward_handler(broker));
     let _ = broker.cluster.set(node.clone());
     broker.set_auto_delete_decider(replication::auto_delete_decider(broker));
+    replication::adopt_applied(broker);
     tokio::spawn(replication::join_metadata(Arc::downgrade(broker), node));
     Ok(())
 }

@@ -176,6 +176,16 @@ fn adopt(b: &Broker, tree: &Tree) {
     }
 }
 
+/// Makes this node's registries what the tree it has applied says, at start: a restarted
+/// node knows the cluster's queues (its handles on other nodes' queues included), exchanges
+/// and users from its own committed state at once, before it reaches the others; the log
+/// brings it forward from there. A node whose tree was never seeded keeps its own.
+pub fn adopt_applied(b: &Arc<Broker>) {
+    if let Some(node) = b.cluster.get() {
+        node.read(|t| adopt(b, t));
+    }
+}
+
 /// Seeds the tree with this node's replicated records unless another node did first, then
 /// adopts the tree's. Runs in the background from the start, retrying each second until a majority
 /// answers (a node joining through seeds is not a member before that).
