@@ -13,7 +13,7 @@ use crate::vhost::policies::component;
 use crate::vhost::publish::{NoConfirms, PublishContext, RouteState};
 use crate::vhost::{ExchangeOptions, VHost};
 use dashmap::DashMap;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 
 /// The runtime-parameter component of global parameters.
@@ -45,8 +45,9 @@ pub struct Broker {
     pub permissions: Permissions,
     /// Memory and disk alarms.
     pub alarms: crate::alarms::Alarms,
-    /// This node's membership of the cluster, set at start when it has a cluster secret.
-    pub cluster: std::sync::OnceLock<Arc<crate::cluster::MetaNode>>,
+    /// This node's membership of the cluster: set at start when it has a cluster secret,
+    /// replaced when `join_cluster` resets it.
+    pub cluster: Arc<crate::cluster::Current>,
     /// Given to every vhost once the node is in a cluster ([`Broker::set_auto_delete_decider`]).
     auto_delete: crate::vhost::Decider,
     global_parameters: DashMap<String, serde_json::Value>,
@@ -59,6 +60,8 @@ pub struct Broker {
     /// This run of the node, random at each start: other nodes tell its consumers apart
     /// from those of an earlier run with the same ids.
     pub incarnation: u64,
+    /// False between `stop_app` and `start_app` (RabbitMQ's: no client connections).
+    app_running: AtomicBool,
 }
 
 /// The [`ViewHook`] slot, set once.
@@ -108,13 +111,14 @@ impl Broker {
             connections: Arc::default(),
             permissions: Permissions::default(),
             listeners: std::sync::OnceLock::new(),
-            cluster: std::sync::OnceLock::new(),
+            cluster: Arc::default(),
             auto_delete: Default::default(),
             global_parameters: DashMap::new(),
             user_limits: DashMap::new(),
             views: Views::default(),
             started: std::time::Instant::now(),
             incarnation: rand::random(),
+            app_running: AtomicBool::new(true),
             alarms: crate::alarms::Alarms::new(&config),
             store,
             config,
@@ -295,6 +299,26 @@ impl Broker {
         };
         self.store.put_vhost_limits(vhost, json);
         true
+    }
+
+    /// RabbitMQ's `stop_app`: every client connection is closed with 320 and new ones are
+    /// refused until [`Broker::start_app`]; the node stays in its cluster and answers its
+    /// peers and its CLI socket (what `join_cluster` wants before it resets the node).
+    pub fn stop_app(&self) {
+        self.app_running.store(false, Ordering::SeqCst);
+        for c in self.connections.list() {
+            c.force_close("broker forced connection closure with reason 'shutdown'");
+        }
+    }
+
+    /// RabbitMQ's `start_app`: client connections are accepted again.
+    pub fn start_app(&self) {
+        self.app_running.store(true, Ordering::SeqCst);
+    }
+
+    /// Whether client connections are accepted (not between `stop_app` and `start_app`).
+    pub fn app_running(&self) -> bool {
+        self.app_running.load(Ordering::SeqCst)
     }
 
     /// Deletes a virtual host as RabbitMQ does: its connections are closed with 320, its

@@ -766,3 +766,218 @@ async fn over_cluster_tls_nodes_form_and_replicate_and_a_peer_the_ca_did_not_sig
     }
     drop(specs);
 }
+
+/// `warren ctl` against the node whose spec is `s`: (exit code, stdout, stderr).
+async fn ctl(s: &Spec, args: &[&str]) -> (i32, String, String) {
+    let dir = s.dir.path().join("data");
+    let args: Vec<String> = args.iter().map(|a| a.to_string()).collect();
+    tokio::task::spawn_blocking(move || {
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        common::warren_ctl(&dir, &args)
+    })
+    .await
+    .expect("ctl task")
+}
+
+async fn queue_names(at: SocketAddr) -> Vec<String> {
+    let (_, list) = get_json(at, "/api/queues").await;
+    let mut names: Vec<String> = list
+        .as_array()
+        .map(|a| {
+            a.iter()
+                .filter_map(|q| q["name"].as_str().map(String::from))
+                .collect()
+        })
+        .unwrap_or_default();
+    names.sort();
+    names
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn join_cluster_resets_a_node_into_another_cluster_and_it_can_leave_it_for_a_third() {
+    use lapin::options::{BasicGetOptions, BasicPublishOptions, QueueDeclareOptions};
+    use lapin::types::FieldTable;
+    let (specs, _children, seeds) = three().await;
+    let [a, b] = [specs[0].http, specs[1].http];
+    // d: a cluster of one with definitions and a message of its own.
+    let d_name = "warren-d@127.0.0.1";
+    let d_spec = spec(d_name, free_port(), "cookie", &[]);
+    let mut d_child = spawn(&d_spec);
+    let d = d_spec.http;
+    eventually_nodes(d, &[(d_name, true)], "d alone").await;
+    let body = r#"{"password": "pw", "tags": "administrator"}"#;
+    let made = request(
+        d,
+        "PUT",
+        "/api/users/dave",
+        Some(("guest", "guest")),
+        Some(body),
+    )
+    .await;
+    assert_eq!(made.status, 201, "{}", made.body);
+    let conn = amqp(d_spec.amqp, "%2f").await.expect("amqp to d");
+    let ch = conn.create_channel().await.expect("channel");
+    let durable = QueueDeclareOptions {
+        durable: true,
+        ..Default::default()
+    };
+    ch.queue_declare("d-own".into(), durable, FieldTable::default())
+        .await
+        .expect("declare on d");
+    ch.basic_publish(
+        "".into(),
+        "d-own".into(),
+        BasicPublishOptions::default(),
+        b"kept?",
+        lapin::BasicProperties::default(),
+    )
+    .await
+    .expect("publish on d");
+    let _ = conn.close(200, "bye".into()).await;
+    // A queue of the cluster, declared on b.
+    let conn_b = amqp(specs[1].amqp, "%2f").await.expect("amqp to b");
+    let ch_b = conn_b.create_channel().await.expect("channel");
+    ch_b.queue_declare("on-b".into(), durable, FieldTable::default())
+        .await
+        .expect("declare on b");
+
+    // As in RabbitMQ, the node must be stopped first.
+    let (rc, _, err) = ctl(&d_spec, &["join_cluster", &seeds[0]]).await;
+    assert_eq!(rc, 64, "{err}");
+    assert!(err.contains("stop_app"), "{err}");
+    let (rc, out, err) = ctl(&d_spec, &["stop_app"]).await;
+    assert_eq!(rc, 0, "{out}{err}");
+    assert!(out.contains("Stopping rabbit application"), "{out}");
+    assert!(
+        amqp(d_spec.amqp, "%2f").await.is_err(),
+        "no clients after stop_app"
+    );
+    let (rc, _, err) = ctl(&d_spec, &["check_running"]).await;
+    assert_eq!(rc, 69, "{err}");
+    assert!(err.contains("is not running"), "{err}");
+    // Joining itself, an address nobody answers at, or a malformed name is refused.
+    let (rc, _, err) = ctl(&d_spec, &["join_cluster", &format!("{d_name}:1")]).await;
+    assert_eq!(rc, 70, "{err}");
+    assert!(err.contains("cannot cluster node with itself"), "{err}");
+    let dead = format!("warren-x@127.0.0.1:{}", free_port());
+    let (rc, _, err) = ctl(&d_spec, &["join_cluster", &dead]).await;
+    assert_eq!(rc, 69, "{err}");
+    assert!(
+        err.contains("unable to perform an operation on node"),
+        "{err}"
+    );
+    let (rc, _, _) = ctl(&d_spec, &["join_cluster", "no-at-sign"]).await;
+    assert_eq!(rc, 70);
+    assert_eq!(
+        user_names(d).await,
+        vec!["dave", "guest"],
+        "nothing reset yet"
+    );
+
+    // d joins a's cluster: reset, then a member, with the cluster's definitions.
+    let (rc, out, err) = ctl(&d_spec, &["join_cluster", &seeds[0]]).await;
+    assert_eq!(rc, 0, "{out}{err}");
+    assert!(
+        out.contains(&format!("Clustering node {d_name} with {}", seeds[0])),
+        "{out}"
+    );
+    assert!(out.contains("reset"), "{out}");
+    let (rc, out, err) = ctl(&d_spec, &["start_app"]).await;
+    assert_eq!(rc, 0, "{out}{err}");
+    let (rc, _, err) = ctl(&d_spec, &["check_running"]).await;
+    assert_eq!(rc, 0, "{err}");
+    let mut four: Vec<(&str, bool)> = NAMES.iter().map(|n| (*n, true)).collect();
+    four.push((d_name, true));
+    for at in [a, b, d] {
+        eventually_nodes(at, &four, "d joined").await;
+    }
+    assert_eq!(user_names(d).await, vec!["guest"], "d's own users went");
+    assert_eq!(queue_names(d).await, vec!["on-b"], "d's own queue went");
+    // The cluster's queue works through d, and what is made on d reaches the others.
+    let conn_d = amqp(d_spec.amqp, "%2f")
+        .await
+        .expect("amqp to d after join");
+    let ch_d = conn_d.create_channel().await.expect("channel");
+    ch_d.basic_publish(
+        "".into(),
+        "on-b".into(),
+        BasicPublishOptions::default(),
+        b"via d",
+        lapin::BasicProperties::default(),
+    )
+    .await
+    .expect("publish on d");
+    let start = Instant::now();
+    loop {
+        let got = ch_b
+            .basic_get("on-b".into(), BasicGetOptions { no_ack: true })
+            .await
+            .expect("get on b");
+        if let Some(m) = got {
+            assert_eq!(m.delivery.data, b"via d");
+            break;
+        }
+        assert!(start.elapsed() < Duration::from_secs(10), "never arrived");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let made = request(
+        d,
+        "PUT",
+        "/api/users/dora",
+        Some(("guest", "guest")),
+        Some(body),
+    )
+    .await;
+    assert_eq!(made.status, 201, "{}", made.body);
+    eventually_status(a, "dora", "pw", 200, "a user made on d after the join").await;
+    let _ = conn_d.close(200, "bye".into()).await;
+    // Asked again: already a member, nothing changes.
+    ctl(&d_spec, &["stop_app"]).await;
+    let (rc, out, err) = ctl(&d_spec, &["join_cluster", &seeds[1]]).await;
+    assert_eq!(rc, 0, "{out}{err}");
+    assert!(out.contains("already a member of this cluster"), "{out}");
+    assert_eq!(user_names(d).await, vec!["dora", "guest"]);
+    ctl(&d_spec, &["start_app"]).await;
+
+    // Restarted, d is still a member (it has no seed list).
+    d_child.kill().await.expect("kill d");
+    d_child = spawn(&d_spec);
+    for at in [a, d] {
+        eventually_nodes(at, &four, "d restarted").await;
+    }
+
+    // d leaves for e, a cluster of one: a's cluster forgets it, d takes e's definitions.
+    let e_name = "warren-e@127.0.0.1";
+    let e_port = free_port();
+    let e_spec = spec(e_name, e_port, "cookie", &[]);
+    let _e_child = spawn(&e_spec);
+    let e = e_spec.http;
+    eventually_nodes(e, &[(e_name, true)], "e alone").await;
+    let made = request(
+        e,
+        "PUT",
+        "/api/users/erin",
+        Some(("guest", "guest")),
+        Some(body),
+    )
+    .await;
+    assert_eq!(made.status, 201, "{}", made.body);
+    for step in [
+        vec!["stop_app"],
+        vec!["join_cluster", &format!("{e_name}:{e_port}")],
+        vec!["start_app"],
+    ] {
+        let (rc, out, err) = ctl(&d_spec, &step).await;
+        assert_eq!(rc, 0, "{step:?}: {out}{err}");
+    }
+    let three_up: Vec<(&str, bool)> = NAMES.iter().map(|n| (*n, true)).collect();
+    eventually_nodes(a, &three_up, "a's cluster forgot d").await;
+    let de = [(d_name, true), (e_name, true)];
+    for at in [d, e] {
+        eventually_nodes(at, &de, "d joined e").await;
+    }
+    assert_eq!(user_names(d).await, vec!["erin", "guest"]);
+    assert!(queue_names(d).await.is_empty());
+    let _ = conn_b.close(200, "bye".into()).await;
+    drop((specs, d_child, d_spec, e_spec));
+}

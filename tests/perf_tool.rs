@@ -91,3 +91,90 @@ async fn counts_are_exact_for_a_known_number_of_messages() {
     .await;
     assert_code(r, 404);
 }
+
+fn field_of(out: &str, name: &str) -> u64 {
+    let key = format!("\"{name}\":");
+    let at = out
+        .find(&key)
+        .unwrap_or_else(|| panic!("no {name} in {out}"))
+        + key.len();
+    out[at..]
+        .chars()
+        .take_while(|c| c.is_ascii_digit())
+        .collect::<String>()
+        .parse()
+        .expect("number")
+}
+
+fn perf_raw(url: &str, args: &[&str]) -> String {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_warren-perf"))
+        .args(["--uri", url])
+        .args(args)
+        .output()
+        .expect("run warren-perf");
+    assert!(
+        out.status.success(),
+        "warren-perf failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_declare_and_rpc_modes_do_what_they_count() {
+    let b = start().await;
+    let url = b.url();
+    // 50 durable queues over 3 connections, all there afterwards.
+    let u = url.clone();
+    let out = tokio::task::spawn_blocking(move || {
+        perf_raw(&u, &["--declare", "50", "-x", "3", "--queue-prefix", "d"])
+    })
+    .await
+    .expect("join");
+    assert_eq!(field_of(&out, "declared"), 50, "{out}");
+    let (_c, ch) = b.channel().await;
+    for i in [0, 17, 49] {
+        let ok = within(ch.queue_declare(
+            format!("d-decl-{i}").as_str().into(),
+            lapin::options::QueueDeclareOptions {
+                passive: true,
+                ..Default::default()
+            },
+            lapin::types::FieldTable::default(),
+        ))
+        .await
+        .expect("declared");
+        assert_eq!(ok.message_count(), 0);
+    }
+    // RPC for a second: calls answered, and no reply queue or request left behind.
+    let out = tokio::task::spawn_blocking(move || {
+        perf_raw(
+            &url,
+            &["--rpc", "-x", "2", "-z", "1", "--queue-prefix", "r"],
+        )
+    })
+    .await
+    .expect("join");
+    assert!(field_of(&out, "calls") > 10, "{out}");
+    let requests = within(ch.queue_declare(
+        "r-rpc".into(),
+        lapin::options::QueueDeclareOptions {
+            passive: true,
+            ..Default::default()
+        },
+        lapin::types::FieldTable::default(),
+    ))
+    .await
+    .expect("request queue");
+    assert_eq!(requests.message_count(), 0);
+    let names: Vec<String> = b
+        .server
+        .broker
+        .vhost("/")
+        .map(|v| v.queues().iter().map(|q| q.name.clone()).collect())
+        .unwrap_or_default();
+    assert!(
+        !names.iter().any(|n| n.starts_with("amq.gen-")),
+        "reply queues left: {names:?}"
+    );
+}

@@ -48,6 +48,8 @@ pub async fn serve(
         tokio::select! {
             _ = shutdown.changed() => break,
             accepted = listener.accept() => match accepted {
+                // Between stop_app and start_app the node takes no clients.
+                Ok((socket, _)) if !broker.app_running() => drop(socket),
                 Ok((socket, addr)) => {
                     tracing::info!(tls = tls.is_some(), "accepting AMQP connection {addr}");
                     let _ = socket.set_nodelay(true);

@@ -13,6 +13,7 @@
 
 pub mod boot;
 pub mod codec;
+pub mod current;
 pub mod handshake;
 pub mod log_store;
 pub mod messages;
@@ -24,6 +25,7 @@ pub mod transport;
 pub mod tree;
 pub mod types;
 
+pub use current::Current;
 pub use node::{ClusterError, MetaNode, NodeConfig};
 
 /// The store's Raft group id of the metadata group (quorum queues take ids above it).

@@ -212,6 +212,8 @@ pub struct MetaNode {
     write_timeout: Duration,
     stop: watch::Sender<bool>,
     server: Mutex<Option<JoinHandle<()>>>,
+    /// What it was started with, for [`MetaNode::restart_empty`].
+    started: (Store, NodeConfig, Option<Arc<dyn Observer>>),
 }
 
 impl std::fmt::Debug for MetaNode {
@@ -269,6 +271,7 @@ impl MetaNode {
         // `inet_dist_use_interface`).
         let bind = Some(config.listen.ip()).filter(|ip| !ip.is_unspecified());
         let peers = Arc::new(Peers::new(secret.clone(), id, connector, bind));
+        let started = (store.clone(), config.clone(), observer.clone());
         let log = LogStore::new(store.clone(), METADATA_GROUP);
         let sm = StateMachine::open(store, METADATA_GROUP, observer)
             .map_err(|e| ClusterError::Start(e.to_string()))?;
@@ -306,6 +309,7 @@ impl MetaNode {
             write_timeout: config.write_timeout,
             stop,
             server: Mutex::new(Some(server)),
+            started,
         })
     }
 
@@ -556,6 +560,40 @@ impl MetaNode {
             }
             _ => Err(ClusterError::Refused("unexpected answer".into())),
         }
+    }
+
+    /// The name of the node whose inter-node listener is at `addr`, if it answers a ping
+    /// within `timeout` (it must hold the cluster secret to answer at all).
+    pub async fn name_at(&self, addr: &str, timeout: Duration) -> Option<String> {
+        match self
+            .peers
+            .unlisted(addr)
+            .call(&Request::Ping, timeout)
+            .await
+        {
+            Ok(Response::Pong(name)) => Some(name),
+            _ => None,
+        }
+    }
+
+    /// RabbitMQ's reset of the node's membership: stops this node (listener, connections,
+    /// Raft instance), wipes the metadata group's log, Raft state and tree from the store,
+    /// and starts a fresh node with the same settings, in no cluster yet (then
+    /// [`MetaNode::join`] or [`MetaNode::initialize`]). What the core built from the tree
+    /// is left to the core.
+    pub async fn restart_empty(&self) -> Result<Arc<MetaNode>, ClusterError> {
+        self.shutdown().await;
+        let (store, config, observer) = self.started.clone();
+        let wiped = store.delete_raft_group(METADATA_GROUP).await
+            && store
+                .replace_meta_tree(METADATA_GROUP, &[], Vec::new())
+                .await;
+        if !wiped {
+            return Err(ClusterError::Start(
+                "the store could not wipe the metadata group".into(),
+            ));
+        }
+        MetaNode::start(store, config, observer).await.map(Arc::new)
     }
 
     /// Stops the node: its listener, its connections and its Raft instance.

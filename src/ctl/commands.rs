@@ -3,7 +3,7 @@
 
 use super::client::{segment, Client};
 use super::output::{cell, rows, Style};
-use super::{Command, FAILED, UNAVAILABLE};
+use super::{Command, FAILED, UNAVAILABLE, USAGE};
 use serde_json::{json, Value};
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
@@ -82,6 +82,9 @@ pub(super) fn run(ctx: &Ctx, command: &Command) -> u8 {
         Command::CheckRunning => check_running(ctx),
         Command::CheckPortConnectivity => check_ports(ctx),
         Command::ClusterStatus => cluster_status(ctx),
+        Command::JoinCluster { target, .. } => join(ctx, target),
+        Command::StopApp => app(ctx, false),
+        Command::StartApp => app(ctx, true),
         Command::ForgetClusterNode { target } => forget(ctx, target),
         Command::ListQueues { vhost, items } => list_queues(ctx, vhost, items),
         Command::ListConnections { items } => list_connections(ctx, items),
@@ -277,6 +280,15 @@ fn check_running(ctx: &Ctx) -> Outcome {
         ctx.node
     ));
     let node = ctx.name()?;
+    if ctx.get("/api/app")?["running"] != true {
+        return Err(Failure(
+            UNAVAILABLE,
+            format!(
+                "Error:\nRabbitMQ on node {node} is not running or has not fully booted yet \
+                 (check with is_booting)"
+            ),
+        ));
+    }
     println!("RabbitMQ on node {node} is fully booted and running");
     Ok(())
 }
@@ -388,6 +400,58 @@ fn cluster_status(ctx: &Ctx) -> Outcome {
     }
     print!("{out}");
     Ok(())
+}
+
+fn join(ctx: &Ctx, target: &str) -> Outcome {
+    let node = ctx.name()?;
+    ctx.style
+        .banner(&format!("Clustering node {node} with {target}"));
+    match ctx.client.request(
+        "POST",
+        "/api/cluster/join",
+        Some(&json!({ "node": target })),
+    ) {
+        Ok(a) if a.status == 201 => {
+            ctx.style.banner(
+                "This node was reset: its users, vhosts, exchanges, bindings and queues were \
+                 replaced by the cluster's.",
+            );
+            Ok(())
+        }
+        Ok(a) if a.ok() => {
+            ctx.style
+                .banner("The node is already a member of this cluster");
+            Ok(())
+        }
+        Ok(a) => {
+            let why = reason(&a.json(), &a.body);
+            Err(match a.status {
+                409 => Failure(USAGE, format!("Error: {why}")),
+                503 => Failure(
+                    UNAVAILABLE,
+                    format!("Error: unable to perform an operation on node '{target}'. {why}"),
+                ),
+                _ => Failure(FAILED, format!("Error:\nError: {why}")),
+            })
+        }
+        Err(_) => Err(ctx.unreachable()),
+    }
+}
+
+/// `stop_app` / `start_app`: the node stops or starts taking clients.
+fn app(ctx: &Ctx, start: bool) -> Outcome {
+    let node = ctx.name()?;
+    ctx.style.banner(&if start {
+        format!("Starting node {node} ...")
+    } else {
+        format!("Stopping rabbit application on node {node} ...")
+    });
+    let path = if start {
+        "/api/app/start"
+    } else {
+        "/api/app/stop"
+    };
+    ctx.send("POST", path, None)
 }
 
 fn forget(ctx: &Ctx, target: &str) -> Outcome {

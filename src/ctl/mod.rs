@@ -62,6 +62,21 @@ pub enum Command {
     CheckPortConnectivity,
     /// The cluster's members, which run, versions, alarms, partitions and listeners.
     ClusterStatus,
+    /// Closes every client connection and takes no new ones until `start_app` (what
+    /// `join_cluster` needs first).
+    StopApp,
+    /// Takes clients again after `stop_app`.
+    StartApp,
+    /// Resets this node (stopped with `stop_app`) and makes it a member of NODE's cluster (its own definitions are
+    /// replaced by the cluster's).
+    JoinCluster {
+        /// A node of the cluster to join: `NAME@HOST[:PORT]` (inter-node port 25672 by default).
+        #[arg(value_name = "NODE")]
+        target: String,
+        /// A disc node (the only kind Warren has; accepted for rabbitmqctl's scripts).
+        #[arg(long)]
+        disc: bool,
+    },
     /// Removes a stopped node from the cluster.
     ForgetClusterNode {
         /// The node to remove.

@@ -193,7 +193,7 @@ pub(crate) async fn nodes(State(b): State<AppState>, _: Authenticated) -> Json<V
         })).collect::<Vec<_>>(),
     })];
     if let Some(node) = b.cluster.get() {
-        nodes.extend(other_members(node).await);
+        nodes.extend(other_members(&node).await);
     }
     nodes.sort_by(|x, y| x["name"].as_str().cmp(&y["name"].as_str()));
     Json(Value::Array(nodes))
@@ -228,6 +228,63 @@ pub(crate) async fn forget_node(
         .await
         .map_err(|e| ApiError::from(crate::error::CoreError::Unavailable(e.to_string())))?;
     Ok(StatusCode::NO_CONTENT)
+}
+
+/// `POST /api/cluster/join` with `{"node": "NAME@HOST[:PORT]"}` (Warren's, for `warren ctl
+/// join_cluster`): resets this node and joins the named node's cluster, as RabbitMQ's
+/// join_cluster does. 201 when it joined, 204 when it was already a member.
+pub(crate) async fn join_cluster(
+    State(b): State<AppState>,
+    _: Administrator,
+    Json(body): Json<Value>,
+) -> Result<StatusCode, ApiError> {
+    use crate::replication::{JoinError, Joined};
+    let target = body["node"].as_str().unwrap_or_default();
+    let bad = |error: &'static str, why: String| ApiError::new(StatusCode::BAD_REQUEST, error, why);
+    match b.join_cluster(target).await {
+        Ok(Joined::Joined) => Ok(StatusCode::CREATED),
+        Ok(Joined::AlreadyMember) => Ok(StatusCode::NO_CONTENT),
+        Err(e @ JoinError::Unreachable(_)) => Err(ApiError::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "cannot_discover_cluster",
+            e.to_string(),
+        )),
+        Err(e @ JoinError::WithItself(_)) => {
+            Err(bad("cannot_cluster_node_with_itself", e.to_string()))
+        }
+        Err(e @ JoinError::AppRunning) => Err(ApiError::new(
+            StatusCode::CONFLICT,
+            "app_running",
+            e.to_string(),
+        )),
+        Err(e @ (JoinError::NotClustered | JoinError::BadName(_))) => {
+            Err(bad("bad_request", e.to_string()))
+        }
+        Err(e @ JoinError::Failed(_)) => Err(ApiError::new(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "join_failed",
+            e.to_string(),
+        )),
+    }
+}
+
+/// `GET /api/app` (Warren's, for `warren ctl`): whether the node takes clients, i.e. is not
+/// between `stop_app` and `start_app`.
+pub(crate) async fn app_state(State(b): State<AppState>, _: Administrator) -> Json<Value> {
+    Json(json!({ "running": b.app_running() }))
+}
+
+/// `POST /api/app/stop` (Warren's, for `warren ctl stop_app`): closes every client
+/// connection and refuses new ones until `POST /api/app/start`.
+pub(crate) async fn stop_app(State(b): State<AppState>, _: Administrator) -> StatusCode {
+    b.stop_app();
+    StatusCode::NO_CONTENT
+}
+
+/// `POST /api/app/start` (Warren's, for `warren ctl start_app`).
+pub(crate) async fn start_app(State(b): State<AppState>, _: Administrator) -> StatusCode {
+    b.start_app();
+    StatusCode::NO_CONTENT
 }
 
 /// How long a member may take to answer the ping that says it is running.

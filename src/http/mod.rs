@@ -354,6 +354,13 @@ pub fn router(broker: Arc<Broker>) -> Router {
             "/api/nodes/{name}",
             axum::routing::delete(health::forget_node),
         )
+        .route(
+            "/api/cluster/join",
+            axum::routing::post(health::join_cluster),
+        )
+        .route("/api/app", get(health::app_state))
+        .route("/api/app/stop", axum::routing::post(health::stop_app))
+        .route("/api/app/start", axum::routing::post(health::start_app))
         .route("/api/health/checks/alarms", get(health::alarms_check))
         .route(
             "/api/health/checks/local-alarms",

@@ -20,10 +20,7 @@ pub fn auto_delete_decider(b: &Arc<Broker>) -> AutoDeleteDecider {
         if !b.vhost(&v.name).is_some_and(|cur| std::ptr::eq(&*cur, v)) {
             return;
         }
-        let (Some(node), Ok(rt)) = (
-            b.cluster.get().cloned(),
-            tokio::runtime::Handle::try_current(),
-        ) else {
+        let (Some(node), Ok(rt)) = (b.cluster.get(), tokio::runtime::Handle::try_current()) else {
             return;
         };
         let cmd = match removed {

@@ -471,7 +471,7 @@ impl Broker {
             return v.exchange_unbind(destination, source, key, args);
         }
         let path = binding_path(&v.name, source, key, args, End::Exchange(destination));
-        self.unbind_path(node, v, source, path).await
+        self.unbind_path(&node, v, source, path).await
     }
 
     /// Removes the replicated binding at `path` of `source`, with the source when it is

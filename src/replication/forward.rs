@@ -13,7 +13,7 @@ use super::unavailable;
 use crate::broker::Broker;
 use crate::cluster::codec;
 use crate::cluster::node::AppHandler;
-use crate::cluster::MetaNode;
+use crate::cluster::{Current, MetaNode};
 use crate::confirm::ConfirmToken;
 use crate::error::{code, CoreError, CoreResult, Kind};
 use crate::queue::consumer::{ChannelLimiter, ConsumerEvent, ConsumerSpec, Delivery};
@@ -102,23 +102,24 @@ async fn send(node: &MetaNode, to: &str, app: &App) -> Result<RemoteReply, CoreE
     codec::decode(&answer).map_err(|e| CoreError::Internal(e.to_string()))
 }
 
-/// Carries a remote queue's operations to its home node.
+/// Carries a remote queue's operations to its home node, through the node's membership of
+/// the moment (a reset replaces it).
 struct Link {
-    node: Arc<MetaNode>,
+    cluster: Arc<Current>,
     incarnation: u64,
 }
 
-/// The link remote queues on `node` (in its run `incarnation`) use.
-pub(super) fn link(node: &Arc<MetaNode>, incarnation: u64) -> Arc<dyn RemoteLink> {
+/// The link remote queues on this node (in its run `incarnation`) use.
+pub(super) fn link(cluster: &Arc<Current>, incarnation: u64) -> Arc<dyn RemoteLink> {
     Arc::new(Link {
-        node: node.clone(),
+        cluster: cluster.clone(),
         incarnation,
     })
 }
 
 impl RemoteLink for Link {
     fn call(&self, q: &QueueShared, op: RemoteOp) -> LinkFuture {
-        let node = self.node.clone();
+        let node = self.cluster.get();
         let incarnation = self.incarnation;
         let home = q.home.as_deref().unwrap_or_default().to_owned();
         let (vhost, queue) = (q.vhost.clone(), q.name.clone());
@@ -128,6 +129,7 @@ impl RemoteLink for Link {
                 queue: queue.clone(),
                 vhost: vhost.clone(),
             };
+            let node = node.ok_or_else(|| down.clone())?;
             let app = App::Queue {
                 vhost,
                 queue,
@@ -142,9 +144,14 @@ impl RemoteLink for Link {
     }
 
     fn alive(&self, q: &QueueShared) -> Pin<Box<dyn Future<Output = bool> + Send>> {
-        let node = self.node.clone();
+        let node = self.cluster.get();
         let home = q.home.as_deref().unwrap_or_default().to_owned();
-        Box::pin(async move { answers(&node, &home).await })
+        Box::pin(async move {
+            match node {
+                Some(node) => answers(&node, &home).await,
+                None => false,
+            }
+        })
     }
 }
 
@@ -381,7 +388,6 @@ impl Forwarder {
         let node = b
             .cluster
             .get()
-            .cloned()
             .ok_or_else(|| CoreError::Internal("not in a cluster".into()))?;
         let (sink, events) = mpsc::unbounded_channel();
         let here = b.next_id();

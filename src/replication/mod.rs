@@ -18,11 +18,13 @@ mod access;
 mod auto_delete;
 mod exchanges;
 mod forward;
+mod membership;
 mod queues;
 mod vhosts;
 
 pub use auto_delete::auto_delete_decider;
 pub use forward::handler as forward_handler;
+pub use membership::{JoinError, Joined};
 
 use crate::broker::Broker;
 use crate::cluster::state_machine::Observer;
@@ -187,34 +189,42 @@ pub fn adopt_applied(b: &Arc<Broker>) {
 }
 
 /// Seeds the tree with this node's replicated records unless another node did first, then
-/// adopts the tree's. Runs in the background from the start, retrying each second until a majority
-/// answers (a node joining through seeds is not a member before that).
+/// adopts the tree's (one attempt; it fails while no majority answers).
+async fn seed_or_adopt(b: &Broker, node: &MetaNode) -> Result<(), crate::cluster::ClusterError> {
+    let then = local_records(b)
+        .into_iter()
+        .map(|(path, value)| Command::Put { path, value })
+        .collect();
+    let seed = Command::IfAbsent {
+        path: vec![SEEDED.into()],
+        value: node.name().as_bytes().to_vec(),
+        then,
+    };
+    let reply = node.write(seed).await?;
+    node.read(|t| adopt(b, t));
+    if reply.before.first().is_some_and(Option::is_none) {
+        tracing::info!("this node seeded the cluster's metadata with its own");
+    } else {
+        tracing::info!(
+            "this node adopted the cluster's metadata; its own was replaced, as a reset does"
+        );
+    }
+    Ok(())
+}
+
+/// [`seed_or_adopt`] in the background from the start, retrying each second until a majority
+/// answers (a node joining through seeds is not a member before that), for as long as `node`
+/// is the broker's membership.
 pub async fn join_metadata(broker: Weak<Broker>, node: Arc<MetaNode>) {
     loop {
         let Some(b) = broker.upgrade() else {
             return;
         };
-        let then = local_records(&b)
-            .into_iter()
-            .map(|(path, value)| Command::Put { path, value })
-            .collect();
-        let seed = Command::IfAbsent {
-            path: vec![SEEDED.into()],
-            value: node.name().as_bytes().to_vec(),
-            then,
-        };
-        match node.write(seed).await {
-            Ok(reply) => {
-                node.read(|t| adopt(&b, t));
-                if reply.before.first().is_some_and(Option::is_none) {
-                    tracing::info!("this node seeded the cluster's metadata with its own");
-                } else {
-                    tracing::info!(
-                        "this node adopted the cluster's metadata; its own was replaced, as a reset does"
-                    );
-                }
-                return;
-            }
+        if !b.cluster.is(&node) {
+            return;
+        }
+        match seed_or_adopt(&b, &node).await {
+            Ok(()) => return,
             Err(e) => tracing::warn!(error = %e, "cluster metadata not reachable yet; retrying"),
         }
         drop(b);

@@ -62,8 +62,8 @@ fn decode_queue(bytes: &[u8]) -> Option<QueueDef> {
 }
 
 /// This node's name in the cluster (None: not in one).
-fn me(b: &Broker) -> Option<&str> {
-    b.cluster.get().map(|n| n.name())
+fn me(b: &Broker) -> Option<String> {
+    b.cluster.get().map(|n| n.name().to_owned())
 }
 
 /// Every non-exclusive queue this node knows, with its home node, as tree records.
@@ -75,7 +75,7 @@ pub(super) fn records(b: &Broker) -> Vec<Record> {
     for v in b.vhosts() {
         for q in v.queues() {
             if q.exclusive_owner.is_none() {
-                let node = q.home.as_deref().unwrap_or(me);
+                let node = q.home.as_deref().unwrap_or(&me);
                 out.push((
                     queue_path(&v.name, &q.name),
                     encode_queue(node, q.durable, q.auto_delete, &q.arguments),
@@ -97,8 +97,8 @@ pub(super) fn apply_put(b: &Broker, path: &[String], value: &[u8]) -> bool {
     let (Some(v), Some(node)) = (b.vhost(vhost), b.cluster.get()) else {
         return true;
     };
-    let home =
-        (def.node != node.name()).then(|| (def.node.as_str(), forward::link(node, b.incarnation)));
+    let home = (def.node != node.name())
+        .then(|| (def.node.as_str(), forward::link(&b.cluster, b.incarnation)));
     v.install_queue(name, def.durable, def.auto_delete, &def.arguments, home);
     true
 }
@@ -206,7 +206,7 @@ impl Broker {
             .and_then(crate::args::locator_is_balanced)
             .unwrap_or(args.balanced);
         let home = match balanced {
-            true => least_loaded(node).await,
+            true => least_loaded(&node).await,
             false => node.name().to_owned(),
         };
         let cmd = Command::IfPresent {
@@ -323,7 +323,7 @@ impl Broker {
         };
         v.check_exclusive(&q, connection)?;
         let path = binding_path(&v.name, exchange, key, args, End::Queue(queue));
-        self.unbind_path(node, v, exchange, path).await
+        self.unbind_path(&node, v, exchange, path).await
     }
 }
 

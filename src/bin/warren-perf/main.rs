@@ -4,6 +4,7 @@
 //! from a timestamp in the first 8 bytes of every body.
 
 mod client;
+mod modes;
 
 use amq_protocol::protocol::{basic, confirm, exchange, queue, AMQPClass};
 use amq_protocol::types::FieldTable;
@@ -22,9 +23,23 @@ use warren::amqp::codec::{self, Frame};
 #[derive(Debug, Parser, Clone)]
 #[command(name = "warren-perf", version)]
 struct Args {
-    /// Broker URI.
+    /// Broker URI (queue setup and teardown; producers and consumers too unless given theirs).
     #[arg(long, default_value = "amqp://guest:guest@127.0.0.1:5672/%2f")]
     uri: String,
+    /// Broker URI of the producers (and of the RPC clients); `--uri` by default.
+    #[arg(long)]
+    producer_uri: Option<String>,
+    /// Broker URI of the consumers; `--uri` by default.
+    #[arg(long)]
+    consumer_uri: Option<String>,
+    /// Instead of streaming: declare this many durable queues over `--producers` connections
+    /// and report the rate.
+    #[arg(long, default_value_t = 0)]
+    declare: usize,
+    /// Instead of streaming: RPC calls from `--producers` clients, each with its own
+    /// exclusive reply queue per call, to one responder on `--uri`.
+    #[arg(long)]
+    rpc: bool,
     /// Producer connections.
     #[arg(long, short = 'x', default_value_t = 1)]
     producers: usize,
@@ -500,14 +515,33 @@ async fn main() -> std::process::ExitCode {
         eprintln!("warren-perf: --size must be at least 8 (the timestamp)");
         return std::process::ExitCode::from(2);
     }
-    let uri = match Uri::parse(&a.uri) {
-        Ok(u) => Arc::new(u),
-        Err(e) => {
+    let parse = |u: Option<&String>| Uri::parse(u.unwrap_or(&a.uri)).map(Arc::new);
+    let (uri, producer_uri, consumer_uri) = match (
+        parse(None),
+        parse(a.producer_uri.as_ref()),
+        parse(a.consumer_uri.as_ref()),
+    ) {
+        (Ok(u), Ok(p), Ok(c)) => (u, p, c),
+        (Err(e), ..) | (_, Err(e), _) | (.., Err(e)) => {
             eprintln!("warren-perf: {e}");
             return std::process::ExitCode::from(2);
         }
     };
     epoch();
+    if a.declare > 0 || a.rpc {
+        let done = if a.rpc {
+            modes::rpc(&a, uri, producer_uri).await
+        } else {
+            modes::declare(&a, uri, a.declare).await
+        };
+        return match done {
+            Ok(()) => std::process::ExitCode::SUCCESS,
+            Err(e) => {
+                eprintln!("warren-perf: {e}");
+                std::process::ExitCode::from(1)
+            }
+        };
+    }
     if let Err(e) = setup(&a, &uri).await {
         eprintln!("warren-perf: setup failed: {e}");
         return std::process::ExitCode::from(1);
@@ -521,7 +555,7 @@ async fn main() -> std::process::ExitCode {
             .map(|i| {
                 tokio::spawn(consumer(
                     a.clone(),
-                    uri.clone(),
+                    consumer_uri.clone(),
                     i,
                     counters.clone(),
                     stop.clone(),
@@ -535,7 +569,7 @@ async fn main() -> std::process::ExitCode {
         .map(|i| {
             tokio::spawn(producer(
                 a.clone(),
-                uri.clone(),
+                producer_uri.clone(),
                 i,
                 counters.clone(),
                 stop.clone(),
