@@ -28,7 +28,7 @@ mod serde_like {
         pub consumed: u64,
     }
 
-    fn field(s: &str, name: &str) -> u64 {
+    pub fn field(s: &str, name: &str) -> u64 {
         let key = format!("\"{name}\":");
         let at = s.find(&key).unwrap_or_else(|| panic!("no {name} in {s}")) + key.len();
         s[at..]
@@ -92,20 +92,6 @@ async fn counts_are_exact_for_a_known_number_of_messages() {
     assert_code(r, 404);
 }
 
-fn field_of(out: &str, name: &str) -> u64 {
-    let key = format!("\"{name}\":");
-    let at = out
-        .find(&key)
-        .unwrap_or_else(|| panic!("no {name} in {out}"))
-        + key.len();
-    out[at..]
-        .chars()
-        .take_while(|c| c.is_ascii_digit())
-        .collect::<String>()
-        .parse()
-        .expect("number")
-}
-
 fn perf_raw(url: &str, args: &[&str]) -> String {
     let out = std::process::Command::new(env!("CARGO_BIN_EXE_warren-perf"))
         .args(["--uri", url])
@@ -131,7 +117,7 @@ async fn the_declare_and_rpc_modes_do_what_they_count() {
     })
     .await
     .expect("join");
-    assert_eq!(field_of(&out, "declared"), 50, "{out}");
+    assert_eq!(serde_like::field(&out, "declared"), 50, "{out}");
     let (_c, ch) = b.channel().await;
     for i in [0, 17, 49] {
         let ok = within(ch.queue_declare(
@@ -155,7 +141,7 @@ async fn the_declare_and_rpc_modes_do_what_they_count() {
     })
     .await
     .expect("join");
-    assert!(field_of(&out, "calls") > 10, "{out}");
+    assert!(serde_like::field(&out, "calls") > 10, "{out}");
     let requests = within(ch.queue_declare(
         "r-rpc".into(),
         lapin::options::QueueDeclareOptions {
