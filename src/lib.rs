@@ -184,6 +184,7 @@ async fn start_cluster(broker: &Arc<Broker>) -> std::io::Result<()> {
     broker.set_auto_delete_decider(replication::auto_delete_decider(broker));
     replication::adopt_applied(broker);
     tokio::spawn(replication::join_metadata(Arc::downgrade(broker), node));
+    tokio::spawn(replication::mend_handles(Arc::downgrade(broker)));
     Ok(())
 }
 

@@ -5,8 +5,9 @@
 //! the node restarts; deleted through another node it is gone everywhere. A node killed
 //! while its consumer held messages gives them back (redelivered); consumers of a killed
 //! node's queues are cancelled, and `node-is-quorum-critical` then fails on the survivors.
-//! Exclusive queues stay on their connection's node; dead-lettering crosses nodes;
-//! `x-queue-leader-locator=balanced` spreads queues over the nodes.
+//! Another node's exclusive queue is locked (405) and listed with its node (the RPC and
+//! pub/sub paths to exclusive queues are in `cluster_exclusive.rs`); dead-lettering crosses
+//! nodes; `x-queue-leader-locator=balanced` spreads queues over the nodes.
 
 mod common;
 
@@ -271,7 +272,8 @@ async fn a_queue_declared_on_one_node_is_published_to_and_consumed_from_the_othe
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn exclusive_queues_stay_local_dead_letters_cross_nodes_and_balanced_queues_spread() {
+async fn exclusive_queues_are_locked_elsewhere_dead_letters_cross_nodes_and_balanced_queues_spread()
+{
     let (specs, _children, _) = three().await;
     let b = within(amqp(specs[1].amqp, "%2F")).await.expect("b");
     let c = within(amqp(specs[2].amqp, "%2F")).await.expect("c");
@@ -293,21 +295,28 @@ async fn exclusive_queues_stay_local_dead_letters_cross_nodes_and_balanced_queue
         Ok(0),
         "its own connection sees it"
     );
-    assert_eq!(passive(&c, &name).await.map_err(|e| e.0), Err(Some(404)));
+    // Another node's client is refused it as another connection is on its own node, and the
+    // management API lists it everywhere with its node.
+    let locked = passive(&c, &name).await.expect_err("locked on c");
+    assert_eq!(locked.0, Some(405), "{}", locked.1);
+    assert!(
+        locked.1.contains(&format!(
+            "cannot obtain exclusive access to locked queue '{name}' in vhost '/'"
+        )),
+        "{}",
+        locked.1
+    );
     let r = request(
         specs[0].http,
         "GET",
-        "/api/queues/%2F",
+        &format!("/api/queues/%2F/{name}"),
         Some(("guest", "guest")),
         None,
     )
     .await;
-    assert_eq!(r.status, 200);
-    assert!(
-        !r.body.contains(&name),
-        "an exclusive queue of b listed on a: {}",
-        r.body
-    );
+    assert_eq!(r.status, 200, "{}", r.body);
+    assert_eq!(r.json()["node"], NAMES[1], "{}", r.body);
+    assert_eq!(r.json()["exclusive"], true, "{}", r.body);
 
     // Dead-lettering crosses nodes: a message rejected on c from a queue on b goes through
     // a fanout exchange declared on c to a queue declared on a.

@@ -214,6 +214,8 @@ pub struct MetaNode {
     server: Mutex<Option<JoinHandle<()>>>,
     /// What it was started with, for [`MetaNode::restart_empty`].
     started: (Store, NodeConfig, Option<Arc<dyn Observer>>),
+    /// Members whose last [`MetaNode::call_app`] got no answer (until one does).
+    unanswered: dashmap::DashSet<String>,
 }
 
 impl std::fmt::Debug for MetaNode {
@@ -310,6 +312,7 @@ impl MetaNode {
             stop,
             server: Mutex::new(Some(server)),
             started,
+            unanswered: dashmap::DashSet::new(),
         })
     }
 
@@ -422,9 +425,21 @@ impl MetaNode {
             .ok_or_else(unreachable)?;
         let peer = self.peers.get(node_id(&member.name), &member.addr);
         match peer.call(&Request::App(request), timeout).await {
-            Ok(Response::App(Ok(answer))) => Ok(answer),
-            _ => Err(unreachable()),
+            Ok(Response::App(Ok(answer))) => {
+                self.unanswered.remove(name);
+                Ok(answer)
+            }
+            _ => {
+                self.unanswered.insert(name.to_owned());
+                Err(unreachable())
+            }
         }
+    }
+
+    /// Whether the member named `name` answered the last [`MetaNode::call_app`] to it (true
+    /// before the first): who a node need not wait for.
+    pub fn answered_last(&self, name: &str) -> bool {
+        !self.unanswered.contains(name)
     }
 
     /// The last log index removed from this node's log (a snapshot covers it).

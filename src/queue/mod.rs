@@ -246,15 +246,14 @@ impl QueueShared {
         q
     }
 
-    /// A queue whose home is the node `home`, reached through `link` ([`remote`]).
+    /// A queue whose home is another node, reached through its link ([`remote`]).
     pub fn spawn_remote(
         name: String,
         vhost: String,
         durable: bool,
         auto_delete: bool,
         arguments: FieldTable,
-        home: &str,
-        link: Arc<dyn remote::RemoteLink>,
+        home: remote::Home<'_>,
     ) -> QueueRef {
         let args = crate::args::QueueArgs::parse(&arguments, &name, &vhost).unwrap_or_default();
         let applied = Applied::none(args.clone());
@@ -263,7 +262,7 @@ impl QueueShared {
             name,
             vhost,
             durable,
-            exclusive_owner: None,
+            exclusive_owner: home.owner,
             auto_delete,
             arguments,
             args,
@@ -274,9 +273,9 @@ impl QueueShared {
             ctl,
             inflight: Default::default(),
             deleted: Default::default(),
-            home: Some(home.into()),
+            home: Some(home.node.into()),
         });
-        remote::start(q.clone(), link, rx);
+        remote::start(q.clone(), home.link, rx);
         q
     }
 

@@ -26,6 +26,21 @@ use std::sync::Arc;
 /// connections (their own node lists them).
 pub const REMOTE_CONNECTION: u64 = u64::MAX;
 
+/// The bit that marks the owner id of another node's exclusive queue as this node holds it
+/// ([`Home::owner`]): no connection id here has it, so only the owner's node may use it.
+pub const REMOTE_OWNER: u64 = 1 << 63;
+
+/// Where a queue on another node lives and how it is reached.
+pub struct Home<'a> {
+    /// The home node's name.
+    pub node: &'a str,
+    /// The link to it.
+    pub link: Arc<dyn RemoteLink>,
+    /// For another node's exclusive queue, the owner id it has here ([`REMOTE_OWNER`] set):
+    /// clients here are refused as another connection's would be.
+    pub owner: Option<u64>,
+}
+
 /// Messages forwarded to the home node in one batch at most.
 const PUBLISH_BATCH: usize = 512;
 /// How often a remote queue with consumers here checks that its home node answers.

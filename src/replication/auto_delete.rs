@@ -1,7 +1,8 @@
 //! What this node's own operations removed, or left to be removed, in a replicated vhost: an
 //! auto-delete exchange left without bindings by a queue's unbind or removal, a queue that
 //! removed itself (auto-delete, `x-expires`). Each is proposed to the group as the guarded
-//! removal every node applies ([`super::exchanges`], [`super::queues`]).
+//! removal every node applies ([`super::exchanges`], [`super::queues`]). An exclusive queue
+//! that went is told to the other nodes directly ([`super::exclusive`]).
 
 use super::exchanges::auto_removal;
 use crate::broker::Broker;
@@ -26,6 +27,7 @@ pub fn auto_delete_decider(b: &Arc<Broker>) -> AutoDeleteDecider {
         let cmd = match removed {
             AutoRemoval::Exchange(name) => auto_removal(&v.name, name),
             AutoRemoval::Queue(name) => super::queues::removal(v, name),
+            AutoRemoval::Exclusive(q) => return super::exclusive::gone(&b, q),
         };
         rt.spawn(async move {
             if let Err(e) = node.write(cmd).await {

@@ -83,6 +83,23 @@ enum App {
     View(String),
     /// Is the receiver still in its run `incarnation`? (`Done`, or a refusal after a restart.)
     Alive(u64),
+    /// About the exclusive queues of node `from` ([`super::exclusive`]), answered there.
+    Exclusive {
+        from: String,
+        notice: super::exclusive::Notice,
+    },
+}
+
+/// The request carrying `notice` from node `from`.
+pub(super) fn exclusive_request(
+    from: &str,
+    notice: super::exclusive::Notice,
+) -> Result<Vec<u8>, CoreError> {
+    let app = App::Exclusive {
+        from: from.to_owned(),
+        notice,
+    };
+    codec::encode(&app).map_err(|e| CoreError::Internal(e.to_string()))
 }
 
 fn failed(e: &CoreError) -> RemoteReply {
@@ -210,6 +227,12 @@ pub fn handler(b: &Arc<Broker>) -> AppHandler {
         Box::pin(async move {
             let reply = match codec::decode::<App>(&bytes) {
                 Ok(App::View(kind)) => return f.view(kind).await,
+                Ok(App::Exclusive { from, notice }) => {
+                    return match f.broker.upgrade() {
+                        Some(b) => super::exclusive::receive(&b, &from, notice).await,
+                        None => Vec::new(),
+                    }
+                }
                 Ok(app) => f.serve(app).await,
                 Err(e) => RemoteReply::Failed(code::INTERNAL_ERROR, format!("bad request: {e}")),
             };
@@ -275,7 +298,7 @@ impl Forwarder {
                 }
                 RemoteReply::Done
             }
-            App::View(_) | App::Alive(_) => RemoteReply::Done,
+            App::View(_) | App::Alive(_) | App::Exclusive { .. } => RemoteReply::Done,
             App::Queue {
                 vhost,
                 queue,

@@ -6,7 +6,8 @@
 //! Replicated so far: users, their limits, permissions and topic permissions ([`access`]);
 //! vhosts, their limits, policies and operator policies, and global parameters ([`vhosts`]);
 //! exchanges and bindings ([`exchanges`]); queue definitions with their home node
-//! ([`queues`]), reached from every node through [`forward`].
+//! ([`queues`]), reached from every node through [`forward`]. Exclusive queues stay out of the
+//! group; their nodes tell the others directly ([`exclusive`]).
 //! A change is proposed through the group and applied on every node by [`Replica`], which
 //! updates the registries and the node's own tables, so recovery after a restart starts from
 //! them and the group's log replays what the node missed. The tree is seeded once, by the
@@ -17,12 +18,14 @@
 mod access;
 mod auto_delete;
 mod exchanges;
+mod exclusive;
 mod forward;
 mod membership;
 mod queues;
 mod vhosts;
 
 pub use auto_delete::auto_delete_decider;
+pub use exclusive::mend_handles;
 pub use forward::handler as forward_handler;
 pub use membership::{JoinError, Joined};
 

@@ -4,7 +4,8 @@
 //! [`super::exchanges`]). Every node installs every queue: its home node runs the queue, the
 //! others a handle that forwards to it ([`crate::queue::remote`], [`super::forward`]).
 //! Exclusive queues stay on their connection's node and out of the tree, with their
-//! bindings, so RPC reply queues cost no consensus round trip (as in RabbitMQ).
+//! bindings, so RPC reply queues cost no consensus round trip (as in RabbitMQ); the other
+//! nodes learn them directly ([`super::exclusive`]).
 //!
 //! A queue is created by the group (the first of racing declares wins; the others are
 //! checked for equivalence against it) and installed where the entry applies: on its home
@@ -18,6 +19,7 @@ use super::{forward, unavailable, Record, VHOSTS};
 use crate::broker::Broker;
 use crate::cluster::types::{Command, Path};
 use crate::error::{CoreError, CoreResult};
+use crate::queue::remote::Home;
 use crate::queue::QueueRef;
 use crate::vhost::{QueueOptions, VHost};
 use amq_protocol::types::FieldTable;
@@ -97,8 +99,11 @@ pub(super) fn apply_put(b: &Broker, path: &[String], value: &[u8]) -> bool {
     let (Some(v), Some(node)) = (b.vhost(vhost), b.cluster.get()) else {
         return true;
     };
-    let home = (def.node != node.name())
-        .then(|| (def.node.as_str(), forward::link(&b.cluster, b.incarnation)));
+    let home = (def.node != node.name()).then(|| Home {
+        node: &def.node,
+        link: forward::link(&b.cluster, b.incarnation),
+        owner: None,
+    });
     v.install_queue(name, def.durable, def.auto_delete, &def.arguments, home);
     true
 }
@@ -190,8 +195,13 @@ impl Broker {
         let Some(node) = self.cluster.get() else {
             return v.queue_declare(name, o, connection);
         };
-        if v.queue(name).is_ok() || (o.exclusive && !o.passive) {
+        if v.queue(name).is_ok() {
             return v.queue_declare(name, o, connection);
+        }
+        if o.exclusive && !o.passive {
+            let q = v.queue_declare(name, o, connection)?;
+            super::exclusive::declared(self, &q).await;
+            return Ok(q);
         }
         if o.passive {
             self.catch_up().await;
@@ -282,7 +292,11 @@ impl Broker {
         };
         let q = checks?;
         let Some(node) = self.cluster.get().filter(|_| q.exclusive_owner.is_none()) else {
-            return v.queue_bind(queue, exchange, key, args, connection);
+            v.queue_bind(queue, exchange, key, args, connection)?;
+            if q.exclusive_owner.is_some() && q.home.is_none() {
+                super::exclusive::rebound(self, &q, exchange, key, args, true).await;
+            }
+            return Ok(());
         };
         let put = Command::Put {
             path: binding_path(&v.name, exchange, key, args, End::Queue(queue)),
@@ -319,7 +333,14 @@ impl Broker {
             _ => None,
         };
         let Some((node, q)) = replicated else {
-            return v.queue_unbind(queue, exchange, key, args, connection);
+            v.queue_unbind(queue, exchange, key, args, connection)?;
+            let own = v.queue(queue).ok().filter(|q| {
+                q.exclusive_owner.is_some() && q.home.is_none() && !exchange.is_empty()
+            });
+            if let Some(q) = own {
+                super::exclusive::rebound(self, &q, exchange, key, args, false).await;
+            }
+            return Ok(());
         };
         v.check_exclusive(&q, connection)?;
         let path = binding_path(&v.name, exchange, key, args, End::Queue(queue));

@@ -21,6 +21,9 @@ pub enum AutoRemoval<'a> {
     Exchange(&'a str),
     /// A queue that removed itself (auto-delete, `x-expires`), by name.
     Queue(&'a str),
+    /// An exclusive queue of this node went (deleted, its connection closed, auto-delete):
+    /// not replicated, but other nodes hold a handle on it.
+    Exclusive(&'a crate::queue::QueueShared),
 }
 
 /// Decides the fate of what an operation of this node auto-removed ([`AutoRemoval`]), when
@@ -66,6 +69,16 @@ impl VHost {
     /// cluster).
     pub fn set_auto_delete_decider(&self, decider: AutoDeleteDecider) {
         self.auto_delete.set(decider);
+    }
+
+    /// A queue left the registry here: other nodes are told when it was this node's
+    /// exclusive queue.
+    pub(super) fn queue_forgotten(&self, q: &crate::queue::QueueShared) {
+        if q.exclusive_owner.is_some() && q.home.is_none() {
+            if let Some(decide) = self.auto_delete.get() {
+                decide(self, AutoRemoval::Exclusive(q));
+            }
+        }
     }
 
     /// A queue here removed itself: a replicated vhost has the cluster remove its record.

@@ -336,17 +336,21 @@ impl VHost {
 
     /// Installs a queue as the cluster knows it: here (`home` None), created unless it
     /// exists; or the handle of one on another node. A queue already here with the same home
-    /// is kept.
+    /// (and owner) is kept.
     pub fn install_queue(
         self: &Arc<Self>,
         name: &str,
         durable: bool,
         auto_delete: bool,
         arguments: &FieldTable,
-        home: Option<(&str, Arc<dyn crate::queue::remote::RemoteLink>)>,
+        home: Option<crate::queue::remote::Home<'_>>,
     ) {
         if let Some(q) = self.queues.get(name).map(|q| q.clone()) {
-            if q.home.as_deref() == home.as_ref().map(|(n, _)| *n) {
+            let same = match &home {
+                None => q.home.is_none(),
+                Some(h) => q.home.as_deref() == Some(h.node) && q.exclusive_owner == h.owner,
+            };
+            if same {
                 return;
             }
             self.drop_queue(name);
@@ -365,14 +369,13 @@ impl VHost {
                     args,
                 )
             }
-            Some((node, link)) => QueueShared::spawn_remote(
+            Some(home) => QueueShared::spawn_remote(
                 name.to_owned(),
                 self.name.clone(),
                 durable,
                 auto_delete,
                 arguments.clone(),
-                node,
-                link,
+                home,
             ),
         };
         self.queues.insert(name.to_owned(), q);
@@ -495,6 +498,7 @@ impl VHost {
             .is_some()
         {
             self.queue_churn[2].fetch_add(1, Ordering::Relaxed);
+            self.queue_forgotten(q);
         }
         self.remove_destination(&Destination::Queue(q.clone()), exchanges::Cascade::Yes);
     }
