@@ -5,6 +5,7 @@
 //! catch-up by snapshot), forgetting a node, and a wrong secret refused.
 
 use std::net::SocketAddr;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 use warren::cluster::types::{Command, Path};
 use warren::cluster::{ClusterError, MetaNode, NodeConfig};
@@ -15,7 +16,7 @@ const SECRET: &[u8] = b"the-cookie";
 struct Node {
     dir: tempfile::TempDir,
     listen: SocketAddr,
-    node: MetaNode,
+    node: Arc<MetaNode>,
     store: Store,
 }
 
@@ -32,6 +33,7 @@ async fn start_in(dir: tempfile::TempDir, name: &str, listen: SocketAddr, secret
     let (store, _) = Store::open(dir.path(), 8 << 20, Default::default()).expect("store");
     let node = MetaNode::start(store.clone(), config(name, listen, secret), None)
         .await
+        .map(Arc::new)
         .expect("node starts");
     let listen = node.addr().parse().expect("addr");
     Node {
@@ -128,6 +130,42 @@ async fn writes_from_any_node_are_applied_everywhere_and_read_back_where_they_we
     let second = nodes[2].node.write(create("second")).await.expect("write");
     assert_eq!(first.before, vec![None]);
     assert_eq!(second.before, vec![Some(b"first".to_vec())]);
+    // 64 writes at once from one node share entries, each with its own reply: 32 creates of
+    // their own paths all succeed; of 32 creates racing for one path exactly one wins and
+    // the others see its value.
+    let before = nodes[1].node.applied_index().unwrap_or_default();
+    let mut writes = tokio::task::JoinSet::new();
+    for i in 0..64 {
+        let node = nodes[1].node.clone();
+        let cmd = match i % 2 {
+            0 => Command::Create {
+                path: path(&["vhosts", "/", "queues", &format!("own-{i}")]),
+                value: vec![1],
+            },
+            _ => Command::Create {
+                path: path(&["vhosts", "/", "queues", "contested"]),
+                value: format!("{i}").into_bytes(),
+            },
+        };
+        writes.spawn(async move { (i, node.write(cmd).await.expect("write").before) });
+    }
+    let (mut winners, mut seen_winner) = (Vec::new(), Vec::new());
+    while let Some(Ok((i, found))) = writes.join_next().await {
+        match (i % 2, found.as_slice()) {
+            (0, [None]) => {}
+            (1, [None]) => winners.push(format!("{i}").into_bytes()),
+            (1, [Some(v)]) => seen_winner.push(v.clone()),
+            other => panic!("write {i}: {other:?}"),
+        }
+    }
+    assert_eq!(winners.len(), 1, "one racing create wins");
+    assert_eq!(seen_winner.len(), 31);
+    assert!(
+        seen_winner.iter().all(|v| *v == winners[0]),
+        "losers see the winner"
+    );
+    let used = nodes[1].node.applied_index().unwrap_or_default() - before;
+    assert!(used < 16, "64 writes took {used} entries");
     // A subtree goes as one entry.
     nodes[0]
         .node

@@ -11,6 +11,7 @@
 // the helpers that feed them return the same types rather than boxing and unboxing.
 #![allow(clippy::result_large_err)]
 
+pub mod batch;
 pub mod boot;
 pub mod codec;
 pub mod current;

@@ -69,7 +69,7 @@ impl NodeConfig {
 }
 
 /// Why a cluster operation failed.
-#[derive(Debug, thiserror::Error)]
+#[derive(Clone, Debug, thiserror::Error)]
 pub enum ClusterError {
     /// The inter-node listener could not be opened.
     #[error("cannot listen for cluster peers on {addr}: {cause}")]
@@ -216,6 +216,8 @@ pub struct MetaNode {
     started: (Store, NodeConfig, Option<Arc<dyn Observer>>),
     /// Members whose last [`MetaNode::call_app`] got no answer (until one does).
     unanswered: dashmap::DashSet<String>,
+    /// Writes waiting for the one in flight ([`super::batch`]).
+    pub(super) writes: super::batch::Writes,
 }
 
 impl std::fmt::Debug for MetaNode {
@@ -313,6 +315,7 @@ impl MetaNode {
             server: Mutex::new(Some(server)),
             started,
             unanswered: dashmap::DashSet::new(),
+            writes: Default::default(),
         })
     }
 
@@ -442,6 +445,11 @@ impl MetaNode {
         !self.unanswered.contains(name)
     }
 
+    /// The index of the last entry this node applied.
+    pub fn applied_index(&self) -> Option<u64> {
+        self.raft.metrics().borrow().last_applied.map(|id| id.index)
+    }
+
     /// The last log index removed from this node's log (a snapshot covers it).
     pub fn purged_index(&self) -> Option<u64> {
         self.raft.metrics().borrow().purged.map(|id| id.index)
@@ -543,8 +551,9 @@ impl MetaNode {
             .map_err(|_| ClusterError::Timeout(self.write_timeout))
     }
 
-    /// Proposes `cmd` and answers once it is committed and applied on this node.
-    pub async fn write(&self, cmd: Command) -> Result<Reply, ClusterError> {
+    /// Proposes `cmd` as one entry and answers once it is committed and applied on this node
+    /// (writers go through [`MetaNode::write`], which batches them).
+    pub(super) async fn write_entry(&self, cmd: Command) -> Result<Reply, ClusterError> {
         match self.on_leader(Request::Write(cmd)).await? {
             (Response::Write(Ok((index, reply))), deadline) => {
                 self.await_applied(index, deadline).await?;

@@ -88,6 +88,13 @@ impl Tree {
                     self.apply(c, changes, reply);
                 }
             }
+            Command::Each(cmds) => {
+                for c in cmds {
+                    let mut own = Reply::default();
+                    self.apply(c, changes, &mut own);
+                    reply.each.push(own);
+                }
+            }
             Command::IfAbsent { path, value, then } => {
                 self.if_absent(path, value, then, changes, reply);
             }
@@ -200,6 +207,30 @@ mod tests {
         assert_eq!(run(&mut t, create("a")).before, vec![None]);
         assert_eq!(run(&mut t, create("b")).before, vec![Some(b"a".to_vec())]);
         assert_eq!(t.get(&p(&["q"])), Some(&b"a".to_vec()));
+    }
+
+    #[test]
+    fn each_command_of_a_shared_entry_gets_its_own_reply_in_order() {
+        let mut t = Tree::default();
+        let create = |v: &str| Command::Create {
+            path: p(&["q"]),
+            value: v.into(),
+        };
+        let guarded = Command::IfPresent {
+            path: p(&["missing"]),
+            then: vec![put(&["r"], "x")],
+        };
+        let reply = run(
+            &mut t,
+            Command::Each(vec![create("a"), guarded, create("b")]),
+        );
+        assert!(reply.before.is_empty());
+        let each: Vec<_> = reply.each.into_iter().map(|r| r.before).collect();
+        assert_eq!(
+            each,
+            vec![vec![None], vec![None], vec![Some(b"a".to_vec())]]
+        );
+        assert!(t.get(&p(&["r"])).is_none());
     }
 
     #[test]

@@ -136,6 +136,9 @@ pub enum Command {
         /// What to apply when it does.
         then: Vec<Command>,
     },
+    /// The commands of several writers carried in one entry ([`super::batch`]), applied in
+    /// order, each with its own reply ([`Reply::each`]).
+    Each(Vec<Command>),
 }
 
 /// What applying a command found: per leaf command, in order, the value at its path before it
@@ -144,4 +147,6 @@ pub enum Command {
 pub struct Reply {
     /// The values before, one per leaf command.
     pub before: Vec<Option<Vec<u8>>>,
+    /// For [`Command::Each`], each command's own reply, in order.
+    pub each: Vec<Reply>,
 }

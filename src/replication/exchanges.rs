@@ -478,7 +478,7 @@ impl Broker {
     /// auto-delete and this was its last binding.
     pub(super) async fn unbind_path(
         &self,
-        node: &crate::cluster::MetaNode,
+        node: &Arc<crate::cluster::MetaNode>,
         v: &VHost,
         source: &str,
         path: Path,

@@ -193,7 +193,10 @@ pub fn adopt_applied(b: &Arc<Broker>) {
 
 /// Seeds the tree with this node's replicated records unless another node did first, then
 /// adopts the tree's (one attempt; it fails while no majority answers).
-async fn seed_or_adopt(b: &Broker, node: &MetaNode) -> Result<(), crate::cluster::ClusterError> {
+async fn seed_or_adopt(
+    b: &Broker,
+    node: &Arc<MetaNode>,
+) -> Result<(), crate::cluster::ClusterError> {
     let then = local_records(b)
         .into_iter()
         .map(|(path, value)| Command::Put { path, value })
