@@ -4,7 +4,8 @@
 //! is refused it (405) as another connection is. Its node tells every other member directly
 //! when it is declared, bound, unbound and gone, and they hold a handle on it as on another
 //! node's replicated queue ([`Home::owner`] marks it exclusive). A declare or a bind waits
-//! (up to a second) for the members that answered their last request; a removal does not.
+//! (up to a second) for the members that answered their last request, the others get it
+//! unawaited; a removal waits for none.
 //!
 //! What a member missed (it was down, cut off or restarted, or a notice overtook another) is
 //! mended by a digest: every two seconds each node asks every other for one of its exclusive
@@ -69,19 +70,13 @@ pub(super) enum Notice {
         name: String,
         id: u64,
     },
-    /// queue.bind of the queue `id`.
-    Bound {
+    /// queue.bind (`add`) or queue.unbind of the queue `id`.
+    Rebound {
         vhost: String,
         name: String,
         id: u64,
         binding: Bound,
-    },
-    /// queue.unbind of the queue `id`.
-    Unbound {
-        vhost: String,
-        name: String,
-        id: u64,
-        binding: Bound,
+        add: bool,
     },
     /// A digest of the receiver's exclusive queues, answered with [`Answer::Digest`].
     Digest,
@@ -243,25 +238,15 @@ pub(super) async fn receive(b: &Arc<Broker>, from: &str, notice: Notice) -> Vec<
             }
             Answer::Done
         }
-        Notice::Bound {
+        Notice::Rebound {
             vhost,
             name,
             id,
             binding,
+            add,
         } => {
             if let Some(v) = b.vhost(&vhost) {
-                bind(b, &v, from, &name, id, &binding, true).await;
-            }
-            Answer::Done
-        }
-        Notice::Unbound {
-            vhost,
-            name,
-            id,
-            binding,
-        } => {
-            if let Some(v) = b.vhost(&vhost) {
-                bind(b, &v, from, &name, id, &binding, false).await;
+                bind(b, &v, from, &name, id, &binding, add).await;
             }
             Answer::Done
         }
@@ -320,25 +305,12 @@ pub(super) async fn rebound(
     args: &amq_protocol::types::FieldTable,
     add: bool,
 ) {
-    let (vhost, name, id, binding) = (
-        q.vhost.clone(),
-        q.name.clone(),
-        instance(q),
-        bound(exchange, key, args),
-    );
-    let notice = match add {
-        true => Notice::Bound {
-            vhost,
-            name,
-            id,
-            binding,
-        },
-        false => Notice::Unbound {
-            vhost,
-            name,
-            id,
-            binding,
-        },
+    let notice = Notice::Rebound {
+        vhost: q.vhost.clone(),
+        name: q.name.clone(),
+        id: instance(q),
+        binding: bound(exchange, key, args),
+        add,
     };
     tell(b, notice, true).await;
 }
