@@ -2,35 +2,45 @@
 //! on a majority; while one is in flight, the writes made on this node meanwhile wait and
 //! then go together as one entry ([`Command::Each`]), each with its own reply. One writer
 //! alone pays nothing extra; eight clients declaring queues at once share their rounds.
-//! The flushing runs in its own task, so a caller that goes away (its connection closed)
-//! cannot leave the others waiting.
+//! The node runs [`flush`] in its own task, so a caller that goes away (its connection
+//! closed) cannot leave the others waiting.
 
-use super::node::{ClusterError, MetaNode};
 use super::types::{Command, Reply};
-use std::sync::{Arc, Mutex};
+use std::future::Future;
+use std::sync::Mutex;
 use tokio::sync::oneshot;
 
 /// Most commands one entry carries.
 const MOST: usize = 256;
 
-type Waiter = oneshot::Sender<Result<Reply, ClusterError>>;
+/// Where the reply of one queued write goes.
+pub type Waiter<E> = oneshot::Sender<Result<Reply, E>>;
 
 /// The writes waiting for the one in flight.
-#[derive(Default)]
-pub(super) struct Writes {
-    pending: Mutex<Pending>,
+pub struct Writes<E> {
+    pending: Mutex<Pending<E>>,
 }
 
-#[derive(Default)]
-struct Pending {
-    queue: Vec<(Command, Waiter)>,
+struct Pending<E> {
+    queue: Vec<(Command, Waiter<E>)>,
     /// Whether a flushing task is running.
     flushing: bool,
 }
 
-impl Writes {
-    /// Queues `cmd`; true when the caller must start the flushing task.
-    fn push(&self, cmd: Command, waiter: Waiter) -> bool {
+impl<E> Default for Writes<E> {
+    fn default() -> Self {
+        Writes {
+            pending: Mutex::new(Pending {
+                queue: Vec::new(),
+                flushing: false,
+            }),
+        }
+    }
+}
+
+impl<E> Writes<E> {
+    /// Queues `cmd`; true when the caller must start a task running [`flush`].
+    pub fn push(&self, cmd: Command, waiter: Waiter<E>) -> bool {
         let mut p = self.pending.lock().unwrap_or_else(|e| e.into_inner());
         p.queue.push((cmd, waiter));
         !std::mem::replace(&mut p.flushing, true)
@@ -38,7 +48,7 @@ impl Writes {
 
     /// The next writes to send (at most [`MOST`]), or None (and the flushing ends) when there
     /// are none.
-    fn take(&self) -> Option<Vec<(Command, Waiter)>> {
+    fn take(&self) -> Option<Vec<(Command, Waiter<E>)>> {
         let mut p = self.pending.lock().unwrap_or_else(|e| e.into_inner());
         if p.queue.is_empty() {
             p.flushing = false;
@@ -50,37 +60,28 @@ impl Writes {
     }
 }
 
-impl MetaNode {
-    /// Proposes `cmd` and answers once it is committed and applied on this node; concurrent
-    /// writes share an entry (see the module's note).
-    pub async fn write(self: &Arc<Self>, cmd: Command) -> Result<Reply, ClusterError> {
-        let (tx, rx) = oneshot::channel();
-        if self.writes.push(cmd, tx) {
-            tokio::spawn(flush(self.clone()));
-        }
-        rx.await
-            .unwrap_or_else(|_| Err(ClusterError::Refused("node stopping".into())))
-    }
-}
-
-/// Sends what is queued, one entry at a time, until nothing is.
-async fn flush(node: Arc<MetaNode>) {
-    while let Some(mut batch) = node.writes.take() {
+/// Sends what `writes` holds through `send` (one entry per call), until nothing is queued; a
+/// lone write goes as itself, several as one [`Command::Each`].
+pub async fn flush<E, F, Fut>(writes: &Writes<E>, send: F)
+where
+    E: Clone,
+    F: Fn(Command) -> Fut,
+    Fut: Future<Output = Result<Reply, E>>,
+{
+    while let Some(mut batch) = writes.take() {
         if batch.len() == 1 {
             if let Some((cmd, waiter)) = batch.pop() {
-                let _ = waiter.send(node.write_entry(cmd).await);
+                let _ = waiter.send(send(cmd).await);
             }
             continue;
         }
-        let (cmds, waiters): (Vec<Command>, Vec<Waiter>) = batch.into_iter().unzip();
-        match node.write_entry(Command::Each(cmds)).await {
+        let (cmds, waiters): (Vec<Command>, Vec<Waiter<E>>) = batch.into_iter().unzip();
+        match send(Command::Each(cmds)).await {
             Ok(reply) => {
-                let mut each = reply.each.into_iter();
-                for waiter in waiters {
-                    let own = each
-                        .next()
-                        .ok_or_else(|| ClusterError::Refused("reply missing".into()));
-                    let _ = waiter.send(own);
+                // One reply per command, by construction; a waiter left without one hears
+                // that its write was lost.
+                for (waiter, own) in waiters.into_iter().zip(reply.each) {
+                    let _ = waiter.send(Ok(own));
                 }
             }
             Err(e) => {

@@ -5,6 +5,7 @@
 //! membership (bootstrap, join, forget). Every wait is bounded by the write timeout: a node cut
 //! off from the majority answers with [`ClusterError::Timeout`].
 
+use super::batch;
 use super::log_store::LogStore;
 use super::messages::{Refused, Request, Response};
 use super::network::{NetworkFactory, Peers};
@@ -216,8 +217,8 @@ pub struct MetaNode {
     started: (Store, NodeConfig, Option<Arc<dyn Observer>>),
     /// Members whose last [`MetaNode::call_app`] got no answer (until one does).
     unanswered: dashmap::DashSet<String>,
-    /// Writes waiting for the one in flight ([`super::batch`]).
-    pub(super) writes: super::batch::Writes,
+    /// Writes waiting for the one in flight ([`batch`]).
+    writes: batch::Writes<ClusterError>,
 }
 
 impl std::fmt::Debug for MetaNode {
@@ -551,9 +552,22 @@ impl MetaNode {
             .map_err(|_| ClusterError::Timeout(self.write_timeout))
     }
 
-    /// Proposes `cmd` as one entry and answers once it is committed and applied on this node
-    /// (writers go through [`MetaNode::write`], which batches them).
-    pub(super) async fn write_entry(&self, cmd: Command) -> Result<Reply, ClusterError> {
+    /// Proposes `cmd` and answers once it is committed and applied on this node; writes made
+    /// while another is in flight share an entry ([`batch`]).
+    pub async fn write(self: &Arc<Self>, cmd: Command) -> Result<Reply, ClusterError> {
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        if self.writes.push(cmd, tx) {
+            let node = self.clone();
+            tokio::spawn(async move {
+                batch::flush(&node.writes, |cmd| node.write_entry(cmd)).await;
+            });
+        }
+        rx.await
+            .unwrap_or_else(|_| Err(ClusterError::Refused("the write was lost".into())))
+    }
+
+    /// Proposes `cmd` as one entry and answers once it is committed and applied on this node.
+    async fn write_entry(&self, cmd: Command) -> Result<Reply, ClusterError> {
         match self.on_leader(Request::Write(cmd)).await? {
             (Response::Write(Ok((index, reply))), deadline) => {
                 self.await_applied(index, deadline).await?;

@@ -18,6 +18,7 @@ use super::exchanges::{hex_table, table_hex};
 use super::forward;
 use crate::broker::Broker;
 use crate::cluster::codec;
+use crate::error::CoreError;
 use crate::exchange::{Binding, Destination};
 use crate::queue::remote::{Home, REMOTE_OWNER};
 use crate::queue::{QueueRef, QueueShared};
@@ -38,7 +39,7 @@ const DIGEST_MISSES: u32 = 2;
 
 /// A binding to an exclusive queue.
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
-pub(super) struct Bound {
+struct Bound {
     exchange: String,
     key: String,
     /// The arguments as the tree writes them (hex of an AMQP field table).
@@ -47,7 +48,7 @@ pub(super) struct Bound {
 
 /// An exclusive queue as other nodes learn it.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
-pub(super) struct Exclusive {
+struct Exclusive {
     vhost: String,
     name: String,
     /// This queue among those of that name its node had (see [`instance`]).
@@ -61,7 +62,7 @@ pub(super) struct Exclusive {
 
 /// What one node tells or asks another about its exclusive queues.
 #[derive(Debug, Serialize, Deserialize)]
-pub(super) enum Notice {
+enum Notice {
     /// A new exclusive queue (without bindings yet).
     Declared(Exclusive),
     /// The queue `id` named `name` went.
@@ -223,8 +224,22 @@ async fn bind(b: &Broker, v: &VHost, from: &str, name: &str, id: u64, to: &Bound
     }
 }
 
+/// Answers node `from`'s encoded notice (the [`forward::NoticeHandler`] of this node).
+pub(super) fn receive_notice(
+    b: Arc<Broker>,
+    from: String,
+    bytes: Vec<u8>,
+) -> std::pin::Pin<Box<dyn std::future::Future<Output = Vec<u8>> + Send>> {
+    Box::pin(async move {
+        match codec::decode::<Notice>(&bytes) {
+            Ok(notice) => receive(&b, &from, notice).await,
+            Err(_) => Vec::new(),
+        }
+    })
+}
+
 /// Answers node `from`'s `notice`.
-pub(super) async fn receive(b: &Arc<Broker>, from: &str, notice: Notice) -> Vec<u8> {
+async fn receive(b: &Arc<Broker>, from: &str, notice: Notice) -> Vec<u8> {
     let answer = match notice {
         Notice::Declared(e) => {
             install(b, from, &e).await;
@@ -263,7 +278,10 @@ async fn tell(b: &Broker, notice: Notice, wait: bool) {
     let Some(node) = b.cluster.get() else {
         return;
     };
-    let Ok(request) = forward::exclusive_request(node.name(), notice) else {
+    let Ok(request) = codec::encode(&notice)
+        .map_err(|e| CoreError::Internal(e.to_string()))
+        .and_then(|notice| forward::exclusive_request(node.name(), notice))
+    else {
         return;
     };
     let (mut awaited, mut unawaited) = (JoinSet::new(), JoinSet::new());
@@ -330,6 +348,7 @@ pub(super) fn gone(b: &Arc<Broker>, q: &QueueShared) {
 /// Asks member `to` `notice`.
 async fn ask(b: &Broker, to: &str, notice: Notice) -> Option<Answer> {
     let node = b.cluster.get()?;
+    let notice = codec::encode(&notice).ok()?;
     let request = forward::exclusive_request(node.name(), notice).ok()?;
     let answer = node.call_app(to, request, NOTICE_WAIT).await.ok()?;
     codec::decode(&answer).ok()

@@ -83,18 +83,18 @@ enum App {
     View(String),
     /// Is the receiver still in its run `incarnation`? (`Done`, or a refusal after a restart.)
     Alive(u64),
-    /// About the exclusive queues of node `from` ([`super::exclusive`]), answered there.
-    Exclusive {
-        from: String,
-        notice: super::exclusive::Notice,
-    },
+    /// About the exclusive queues of node `from` (the encoded notice), answered by the
+    /// receiver's [`NoticeHandler`].
+    Exclusive { from: String, notice: Vec<u8> },
 }
 
-/// The request carrying `notice` from node `from`.
-pub(super) fn exclusive_request(
-    from: &str,
-    notice: super::exclusive::Notice,
-) -> Result<Vec<u8>, CoreError> {
+/// What answers another node's notice about its exclusive queues: given this node's broker,
+/// the sender's name and the notice's bytes, the answer's bytes.
+pub type NoticeHandler =
+    fn(Arc<Broker>, String, Vec<u8>) -> Pin<Box<dyn Future<Output = Vec<u8>> + Send>>;
+
+/// The request carrying the encoded `notice` from node `from`.
+pub(super) fn exclusive_request(from: &str, notice: Vec<u8>) -> Result<Vec<u8>, CoreError> {
     let app = App::Exclusive {
         from: from.to_owned(),
         notice,
@@ -214,8 +214,9 @@ impl Forwarder {
     }
 }
 
-/// The handler of other nodes' queue requests for `b`.
-pub fn handler(b: &Arc<Broker>) -> AppHandler {
+/// The handler of other nodes' queue requests for `b`, their exclusive-queue notices
+/// answered by `notices`.
+pub fn handler(b: &Arc<Broker>, notices: NoticeHandler) -> AppHandler {
     let f = Arc::new(Forwarder {
         broker: Arc::downgrade(b),
         incarnation: b.incarnation,
@@ -229,7 +230,7 @@ pub fn handler(b: &Arc<Broker>) -> AppHandler {
                 Ok(App::View(kind)) => return f.view(kind).await,
                 Ok(App::Exclusive { from, notice }) => {
                     return match f.broker.upgrade() {
-                        Some(b) => super::exclusive::receive(&b, &from, notice).await,
+                        Some(b) => notices(b, from, notice).await,
                         None => Vec::new(),
                     }
                 }

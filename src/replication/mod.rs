@@ -26,7 +26,6 @@ mod vhosts;
 
 pub use auto_delete::auto_delete_decider;
 pub use exclusive::mend_handles;
-pub use forward::handler as forward_handler;
 pub use membership::{JoinError, Joined};
 
 use crate::broker::Broker;
@@ -216,6 +215,12 @@ async fn seed_or_adopt(
         );
     }
     Ok(())
+}
+
+/// The handler of other nodes' requests to this node's core: their operations on queues that
+/// live here, and their notices about their exclusive queues.
+pub fn forward_handler(b: &Arc<Broker>) -> crate::cluster::node::AppHandler {
+    forward::handler(b, exclusive::receive_notice)
 }
 
 /// [`seed_or_adopt`] in the background from the start, retrying each second until a majority
