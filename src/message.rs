@@ -25,6 +25,32 @@ pub struct Message {
     pub expiration_ms: Option<u64>,
 }
 
+/// The properties the broker acts on, read once from the parsed properties (content assembly
+/// keeps these instead of the whole parsed header).
+#[derive(Clone, Copy, Debug, Default)]
+pub struct HotProperties {
+    /// delivery-mode 2.
+    pub persistent: bool,
+    /// Priority property, if set.
+    pub priority: Option<u8>,
+    /// Per-message TTL from the `expiration` property, milliseconds.
+    pub expiration_ms: Option<u64>,
+}
+
+impl HotProperties {
+    /// Reads them from parsed properties.
+    pub fn of(props: &BasicProperties) -> Self {
+        HotProperties {
+            persistent: props.delivery_mode() == &Some(2),
+            priority: *props.priority(),
+            expiration_ms: props
+                .expiration()
+                .as_ref()
+                .and_then(|e| crate::args::parse_expiration(e.as_str())),
+        }
+    }
+}
+
 impl Message {
     /// Builds a message from the raw property bytes and body stored contiguously in `data`.
     pub fn new(
@@ -34,17 +60,31 @@ impl Message {
         props_len: usize,
         props: &BasicProperties,
     ) -> Self {
+        Self::assemble(
+            exchange,
+            routing_key,
+            data,
+            props_len,
+            HotProperties::of(props),
+        )
+    }
+
+    /// The same, with the hot properties already read from `data`'s property part.
+    pub fn assemble(
+        exchange: ShortString,
+        routing_key: ShortString,
+        data: Bytes,
+        props_len: usize,
+        hot: HotProperties,
+    ) -> Self {
         Message {
             exchange,
             routing_key,
             data,
             props_len,
-            persistent: props.delivery_mode() == &Some(2),
-            priority: *props.priority(),
-            expiration_ms: props
-                .expiration()
-                .as_ref()
-                .and_then(|e| crate::args::parse_expiration(e.as_str())),
+            persistent: hot.persistent,
+            priority: hot.priority,
+            expiration_ms: hot.expiration_ms,
         }
     }
 
@@ -128,6 +168,11 @@ impl Message {
         self.raw_properties().first().is_some_and(|b| b & 0x20 != 0)
     }
 
+    /// Whether the publisher set `reply_to` (read from the flag bits, without parsing).
+    pub fn has_reply_to(&self) -> bool {
+        self.raw_properties().first().is_some_and(|b| b & 0x02 != 0)
+    }
+
     /// A copy with other properties (re-encoded) and the same body, exchange and routing key
     /// unless given.
     pub fn with_properties(
@@ -194,5 +239,57 @@ impl Message {
             std::sync::Arc::new(self.with_properties(&stripped, None, None)),
             keys,
         )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn message(props: &BasicProperties) -> Message {
+        let raw = cookie_factory::gen_simple(
+            amq_protocol::protocol::basic::gen_properties(props),
+            Vec::new(),
+        )
+        .expect("encodes");
+        let len = raw.len();
+        Message::new("x".into(), "k".into(), Bytes::from(raw), len, props)
+    }
+
+    /// The flag-bit shortcuts agree with the parsed properties, whichever others are set.
+    #[test]
+    fn flag_bits_match_the_parsed_properties() {
+        let all = BasicProperties::default()
+            .with_content_type("text/plain".into())
+            .with_delivery_mode(2)
+            .with_priority(3)
+            .with_correlation_id("c".into())
+            .with_expiration("60000".into())
+            .with_message_id("m".into())
+            .with_timestamp(7)
+            .with_app_id("a".into());
+        let cases = [
+            BasicProperties::default(),
+            BasicProperties::default().with_reply_to("r".into()),
+            BasicProperties::default().with_headers(FieldTable::default()),
+            all.clone(),
+            all.clone().with_reply_to("r".into()),
+            all.with_headers(FieldTable::default()),
+        ];
+        for props in &cases {
+            let m = message(props);
+            assert_eq!(m.has_reply_to(), props.reply_to().is_some(), "{props:?}");
+            assert_eq!(m.has_headers(), props.headers().is_some(), "{props:?}");
+            let hot = HotProperties::of(&m.properties());
+            assert_eq!(
+                (m.persistent, m.priority, m.expiration_ms),
+                (hot.persistent, hot.priority, hot.expiration_ms)
+            );
+        }
+        let m = message(&cases[3]);
+        assert_eq!(
+            (m.persistent, m.priority, m.expiration_ms),
+            (true, Some(3), Some(60000))
+        );
     }
 }

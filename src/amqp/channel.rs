@@ -1,23 +1,31 @@
 //! Per-channel state: content assembly, delivery tags and the unacked list, consumers,
 //! prefetch, confirm and transaction modes. The handlers that change it live in `methods/`.
 
-use crate::amqp::codec::ContentHeader;
 use crate::amqp::error::{AmqpError, AmqpResult};
 use crate::queue::consumer::ChannelLimiter;
 use crate::queue::QueueRef;
 use amq_protocol::protocol::basic;
 use bytes::BytesMut;
-use std::collections::{HashMap, VecDeque};
+use std::collections::VecDeque;
 use std::sync::Arc;
 
 /// A publish waiting for its content.
 #[derive(Debug)]
 pub(crate) struct PendingContent {
     pub publish: basic::Publish,
-    pub header: Option<ContentHeader>,
+    pub header: Option<HeaderSeen>,
     /// Property bytes followed by the body received so far.
     pub data: BytesMut,
     pub props_len: usize,
+}
+
+/// What content assembly keeps of a content header once it is checked.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct HeaderSeen {
+    /// The declared body size.
+    pub body_size: u64,
+    /// The properties the broker acts on.
+    pub hot: crate::message::HotProperties,
 }
 
 /// What a body frame hands to content assembly.
@@ -138,7 +146,7 @@ pub(crate) struct Channel {
     pub content: Option<PendingContent>,
     next_tag: u64,
     pub unacked: VecDeque<UnackedEntry>,
-    pub consumers: HashMap<Arc<str>, ChannelConsumer>,
+    pub consumers: rustc_hash::FxHashMap<Arc<str>, ChannelConsumer>,
     /// Prefetch for consumers started from now on (basic.qos global=false).
     pub prefetch: u32,
     pub limiter: Arc<ChannelLimiter>,
@@ -169,7 +177,7 @@ impl Channel {
             content: None,
             next_tag: 1,
             unacked: VecDeque::new(),
-            consumers: HashMap::new(),
+            consumers: Default::default(),
             prefetch: 0,
             limiter: Arc::new(ChannelLimiter::with_cap(max_unacked)),
             confirm: false,

@@ -7,8 +7,10 @@
 
 use super::nesting;
 use crate::amqp::error::{AmqpError, AmqpResult};
+use crate::message::HotProperties;
 use amq_protocol::frame::parsing::parse_content_header;
-use amq_protocol::protocol::{parse_class, AMQPClass, BasicProperties};
+use amq_protocol::protocol::{parse_class, AMQPClass};
+use amq_protocol::types::ShortString;
 use bytes::{Buf, BufMut, Bytes, BytesMut};
 
 /// Frame type octets.
@@ -40,15 +42,21 @@ pub enum Frame {
     Refused(u16, AmqpError),
 }
 
-/// A parsed content header with its raw property bytes.
+/// A checked content header: what the broker acts on, read from the parsed properties, and
+/// the property bytes exactly as received (the parsed properties themselves are not kept:
+/// moving them costs more than reading the few fields).
 #[derive(Debug)]
 pub struct ContentHeader {
     /// Class of the content (60 for basic).
     pub class_id: u16,
     /// Total body size.
     pub body_size: u64,
-    /// Parsed properties.
-    pub properties: BasicProperties,
+    /// delivery-mode, priority and the expiration as a TTL.
+    pub hot: HotProperties,
+    /// The expiration property as sent (a publish whose value is not a TTL is refused).
+    pub expiration: Option<ShortString>,
+    /// The user-id property (checked against the authenticated user).
+    pub user_id: Option<ShortString>,
     /// Property flags and values exactly as received.
     pub raw_properties: Bytes,
 }
@@ -230,7 +238,9 @@ fn decode_header(payload: Bytes) -> AmqpResult<ContentHeader> {
         Ok(([], h)) => Ok(ContentHeader {
             class_id: h.class_id,
             body_size: h.body_size,
-            properties: h.properties,
+            hot: HotProperties::of(&h.properties),
+            expiration: h.properties.expiration().clone(),
+            user_id: h.properties.user_id().clone(),
             raw_properties: payload.slice(12..),
         }),
         Ok(_) => Err(AmqpError::frame_error(

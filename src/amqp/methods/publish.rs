@@ -1,7 +1,7 @@
 //! basic.publish: content assembly (method, header, body frames), then routing and enqueueing,
 //! basic.return for unroutable mandatory messages, and publisher confirms.
 
-use crate::amqp::channel::{BodyFrame, Channel, PendingContent};
+use crate::amqp::channel::{BodyFrame, Channel, HeaderSeen, PendingContent};
 use crate::amqp::codec::{self, ContentHeader};
 use crate::amqp::error::{AmqpError, AmqpResult};
 use crate::amqp::session::Session;
@@ -57,14 +57,14 @@ impl Session {
                 h.body_size
             )));
         }
-        if let Some(e) = h.properties.expiration() {
-            if crate::args::parse_expiration(e.as_str()).is_none() {
+        if let Some(e) = &h.expiration {
+            if h.hot.expiration_ms.is_none() {
                 return Err(AmqpError::precondition_failed(format!(
                     "invalid expiration '{e}'"
                 )));
             }
         }
-        if let Some(uid) = h.properties.user_id() {
+        if let Some(uid) = &h.user_id {
             if uid.as_str() != self.user {
                 return Err(AmqpError::precondition_failed(format!(
                     "user_id property set to '{uid}' but authenticated user was '{}'",
@@ -80,7 +80,10 @@ impl Session {
         pc.data = BytesMut::with_capacity(pc.props_len + h.body_size.min(UPFRONT) as usize + 1);
         pc.data.extend_from_slice(&h.raw_properties);
         let complete = h.body_size == 0;
-        pc.header = Some(*h);
+        pc.header = Some(HeaderSeen {
+            body_size: h.body_size,
+            hot: h.hot,
+        });
         if complete {
             self.finish_content(ch).await?;
         }
@@ -128,12 +131,12 @@ impl Session {
             return Ok(());
         };
         let publish = pc.publish;
-        let msg = Arc::new(Message::new(
+        let msg = Arc::new(Message::assemble(
             publish.exchange.clone(),
             publish.routing_key.clone(),
             pc.data.freeze(),
             pc.props_len,
-            &header.properties,
+            header.hot,
         ));
         // A whole message is in: under a resource alarm, the connection blocks after it.
         self.published = true;

@@ -66,6 +66,9 @@ impl Session {
         ch: &Channel,
         msg: Arc<Message>,
     ) -> AmqpResult<Arc<Message>> {
+        if !msg.has_reply_to() {
+            return Ok(msg);
+        }
         let props = msg.properties();
         if props.reply_to().as_ref().map(|r| r.as_str()) != Some(REPLY_QUEUE) {
             return Ok(msg);

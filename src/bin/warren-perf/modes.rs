@@ -97,7 +97,9 @@ async fn next_delivery(c: &mut Client) -> io::Result<Option<String>> {
     loop {
         match c.frame().await? {
             Frame::Header(_, h) => {
-                reply_to = h.properties.reply_to().as_ref().map(|s| s.to_string());
+                reply_to = amq_protocol::protocol::basic::parse_properties(&h.raw_properties[..])
+                    .ok()
+                    .and_then(|(_, p)| p.reply_to().as_ref().map(|s| s.to_string()));
                 if h.body_size == 0 {
                     return Ok(reply_to);
                 }

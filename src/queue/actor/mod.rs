@@ -13,7 +13,6 @@ use crate::confirm::ConfirmToken;
 use crate::error::{CoreError, Kind, Precondition, Refusal};
 use crate::message::Message;
 use crate::store::{Op, Store};
-use std::collections::HashMap;
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Weak};
 use tokio::sync::{mpsc, oneshot};
@@ -84,7 +83,7 @@ struct QueueActor {
     host: Weak<dyn super::QueueHost>,
     store: Store,
     ready: ReadyList,
-    unacked: HashMap<u64, Unacked>,
+    unacked: rustc_hash::FxHashMap<u64, Unacked>,
     next_seq: u64,
     consumers: Vec<Consumer>,
     /// Message counters for the management API.
@@ -172,7 +171,7 @@ pub(super) fn start<H: super::QueueHost>(
         host: Arc::downgrade(host) as Weak<dyn super::QueueHost>,
         store: host.store().clone(),
         ready,
-        unacked: HashMap::new(),
+        unacked: Default::default(),
         next_seq,
         consumers: Vec::new(),
         stats: Stats::default(),
