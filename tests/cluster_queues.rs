@@ -208,6 +208,39 @@ async fn a_queue_declared_on_one_node_is_published_to_and_consumed_from_the_othe
         .map(|l| l.iter().filter(|c| c["node"] == NAMES[2]).count())
         .unwrap_or_default();
     assert!(on_c_channels >= 1, "c's channels listed on a: {}", r.body);
+
+    // Another node's connection is shown and closed through a, as on its own node.
+    let url = format!("amqp://guest:guest@127.0.0.1:{}/%2F", specs[2].amqp);
+    let props = lapin::ConnectionProperties::default().with_connection_name("mover".into());
+    let mover = within(Connection::connect(&url, props))
+        .await
+        .expect("mover on c");
+    let listed = request(specs[0].http, "GET", "/api/connections", g, None)
+        .await
+        .json();
+    let name = listed
+        .as_array()
+        .and_then(|l| l.iter().find(|c| c["user_provided_name"] == "mover"))
+        .and_then(|c| c["name"].as_str())
+        .expect("c's connection listed on a")
+        .to_owned();
+    let path = format!("/api/connections/{}", common::urlencode(&name));
+    let shown = request(specs[0].http, "GET", &path, g, None).await;
+    assert_eq!(shown.status, 200, "{}", shown.body);
+    assert_eq!(shown.json()["name"], name.as_str());
+    assert_eq!(shown.json()["node"], NAMES[2]);
+    let closing = common::server_close_code(mover.events_listener());
+    let r = request(specs[0].http, "DELETE", &path, g, None).await;
+    assert_eq!(r.status, 204, "{}", r.body);
+    assert_eq!(closing.await, Some(320), "closed with CONNECTION_FORCED");
+    within(async {
+        while request(specs[0].http, "GET", &path, g, None).await.status != 404 {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    })
+    .await;
+    let r = request(specs[1].http, "DELETE", &path, g, None).await;
+    assert_eq!(r.status, 404, "closed already: {}", r.body);
     for d in held.drain(..) {
         within(d.ack(BasicAckOptions::default()))
             .await

@@ -9,26 +9,9 @@ use common::*;
 use futures_lite::StreamExt;
 use lapin::options::*;
 use lapin::types::FieldTable;
-use lapin::{Connection, ConnectionProperties, Event};
+use lapin::{Connection, ConnectionProperties};
 
 const ADMIN: Option<(&str, &str)> = Some(("guest", "guest"));
-
-/// Waits for a lapin connection's events (subscribed before the close is caused) to report a
-/// server close; returns its reply code.
-async fn server_close_code(
-    mut events: impl futures_lite::Stream<Item = Event> + Unpin,
-) -> Option<u16> {
-    within(async {
-        loop {
-            match events.next().await {
-                Some(Event::Error(e)) => return code(&e),
-                Some(_) => continue,
-                None => return None,
-            }
-        }
-    })
-    .await
-}
 
 #[tokio::test]
 async fn connections_are_listed_and_closed_over_http() {
@@ -617,18 +600,6 @@ async fn channels_are_listed_with_their_counters() {
     .await;
     assert_eq!(overview["message_stats"]["publish"], 3);
     assert_eq!(overview["message_stats"]["return_unroutable"], 1);
-}
-
-/// Percent-encodes a path segment.
-fn urlencode(s: &str) -> String {
-    s.bytes()
-        .map(|b| match b {
-            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'.' | b'_' | b'~' => {
-                (b as char).to_string()
-            }
-            _ => format!("%{b:02X}"),
-        })
-        .collect()
 }
 
 #[tokio::test]

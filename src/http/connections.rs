@@ -1,7 +1,8 @@
 //! `/api/connections[/{name}]` and `/api/vhosts/{vhost}/connections`: the open AMQP connections
 //! from the broker's registry, in RabbitMQ's JSON; DELETE closes one with 320
-//! CONNECTION_FORCED (the `X-Reason` header, or "Closed via management plugin").
-//! Administrators and monitoring users see every connection, other users their own.
+//! CONNECTION_FORCED (the `X-Reason` header, or "Closed via management plugin"). In a
+//! cluster every node lists, shows and closes every node's connections (another node's
+//! through its view and a close request to it). Administrators and monitoring users see every connection, other users their own.
 
 use super::{ApiError, AppState, Authenticated};
 use crate::connections::ConnectionInfo;
@@ -102,13 +103,23 @@ fn find(
         .ok_or_else(ApiError::not_found)
 }
 
+/// Connection `name` of another node, as that node shows it, when `user` may see it.
+async fn elsewhere(b: &AppState, user: &crate::auth::User, name: &str) -> Option<Value> {
+    super::cluster_views::listed_everywhere(b, super::cluster_views::CONNECTIONS, Vec::new())
+        .await
+        .into_iter()
+        .find(|c| c["name"].as_str() == Some(name) && shown(c, user, None))
+}
+
 pub(crate) async fn show(
     State(b): State<AppState>,
     Authenticated(user): Authenticated,
     Path(name): Path<String>,
 ) -> Result<Json<Value>, ApiError> {
-    let c = find(&b, &user, &name)?;
-    Ok(Json(connection_json(&b, &c)))
+    match find(&b, &user, &name) {
+        Ok(c) => Ok(Json(connection_json(&b, &c))),
+        Err(e) => elsewhere(&b, &user, &name).await.map(Json).ok_or(e),
+    }
 }
 
 pub(crate) async fn close(
@@ -117,11 +128,19 @@ pub(crate) async fn close(
     Path(name): Path<String>,
     headers: HeaderMap,
 ) -> Result<StatusCode, ApiError> {
-    let c = find(&b, &user, &name)?;
     let reason = headers
         .get("x-reason")
         .and_then(|v| v.to_str().ok())
         .unwrap_or("Closed via management plugin");
-    c.force_close(reason);
+    match find(&b, &user, &name) {
+        Ok(c) => c.force_close(reason),
+        Err(e) => {
+            if elsewhere(&b, &user, &name).await.is_none()
+                || !b.close_member_connection(&name, reason).await
+            {
+                return Err(e);
+            }
+        }
+    }
     Ok(StatusCode::NO_CONTENT)
 }

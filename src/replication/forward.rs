@@ -86,6 +86,9 @@ enum App {
     /// About the exclusive queues of node `from` (the encoded notice), answered by the
     /// receiver's [`NoticeHandler`].
     Exclusive { from: String, notice: Vec<u8> },
+    /// Close the receiver's client connection `name` with `reason` (320 CONNECTION_FORCED),
+    /// as the management API of another node asked.
+    CloseConnection { name: String, reason: String },
 }
 
 /// What answers another node's notice about its exclusive queues: given this node's broker,
@@ -300,6 +303,13 @@ impl Forwarder {
                 RemoteReply::Done
             }
             App::View(_) | App::Alive(_) | App::Exclusive { .. } => RemoteReply::Done,
+            App::CloseConnection { name, reason } => match b.connections.by_name(&name) {
+                Some(c) => {
+                    c.force_close(&reason);
+                    RemoteReply::Done
+                }
+                None => RemoteReply::Failed(code::NOT_FOUND, format!("no connection '{name}'")),
+            },
             App::Queue {
                 vhost,
                 queue,
@@ -597,6 +607,38 @@ impl Outbound {
 }
 
 impl Broker {
+    /// Closes client connection `name` on whichever other member has it, with `reason`;
+    /// false when none of those that answer has it.
+    pub async fn close_member_connection(&self, name: &str, reason: &str) -> bool {
+        let Some(node) = self.cluster.get() else {
+            return false;
+        };
+        let Ok(request) = codec::encode(&App::CloseConnection {
+            name: name.to_owned(),
+            reason: reason.to_owned(),
+        }) else {
+            return false;
+        };
+        let mut calls = tokio::task::JoinSet::new();
+        for (m, _) in node.members() {
+            if m.name != node.name() {
+                let (node, request) = (node.clone(), request.clone());
+                calls.spawn(async move {
+                    let answer = node.call_app(&m.name, request, VIEW_TIMEOUT).await;
+                    matches!(
+                        answer.map(|a| codec::decode::<RemoteReply>(&a)),
+                        Ok(Ok(RemoteReply::Done))
+                    )
+                });
+            }
+        }
+        let mut closed = false;
+        while let Some(done) = calls.join_next().await {
+            closed |= done.unwrap_or(false);
+        }
+        closed
+    }
+
     /// View `kind` of every other member that answers within a second (in member order):
     /// what the management API shows cluster-wide. Empty when the node is not in a cluster.
     pub async fn member_views(&self, kind: &str) -> Vec<Vec<u8>> {

@@ -348,3 +348,32 @@ pub fn tool(path: &str, installer: &str) -> std::path::PathBuf {
     }
     bin
 }
+
+/// Waits for a lapin connection's events (subscribed before the close is caused) to report a
+/// server close; returns its reply code.
+pub async fn server_close_code(
+    mut events: impl futures_lite::Stream<Item = lapin::Event> + Unpin,
+) -> Option<u16> {
+    within(async {
+        loop {
+            match futures_lite::StreamExt::next(&mut events).await {
+                Some(lapin::Event::Error(e)) => return code(&e),
+                Some(_) => continue,
+                None => return None,
+            }
+        }
+    })
+    .await
+}
+
+/// Percent-encodes a path segment.
+pub fn urlencode(s: &str) -> String {
+    s.bytes()
+        .map(|b| match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'.' | b'_' | b'~' => {
+                (b as char).to_string()
+            }
+            _ => format!("%{b:02X}"),
+        })
+        .collect()
+}
