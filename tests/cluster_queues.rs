@@ -5,6 +5,8 @@
 //! the node restarts; deleted through another node it is gone everywhere. A node killed
 //! while its consumer held messages gives them back (redelivered); consumers of a killed
 //! node's queues are cancelled, and `node-is-quorum-critical` then fails on the survivors.
+//! Another node's connection and channel are shown, and the connection closed, through any
+//! node's management API.
 //! Another node's exclusive queue is locked (405) and listed with its node (the RPC and
 //! pub/sub paths to exclusive queues are in `cluster_exclusive.rs`); dead-lettering crosses
 //! nodes; `x-queue-leader-locator=balanced` spreads queues over the nodes.
@@ -101,7 +103,18 @@ async fn a_queue_declared_on_one_node_is_published_to_and_consumed_from_the_othe
         within(amqp(specs[2].amqp, "%2F")).await.expect("c"),
     );
 
-    // Declared on a; bound on b; 200 persistent messages published on b, all confirmed.
+    // Under a policy set on b; declared on a; bound on b; 200 persistent messages published
+    // on b, all confirmed.
+    let policy = r#"{"pattern":"^orders$","definition":{"max-length":100000},"apply-to":"queues"}"#;
+    let r = request(
+        specs[1].http,
+        "PUT",
+        "/api/policies/%2F/roomy",
+        Some(("guest", "guest")),
+        Some(policy),
+    )
+    .await;
+    assert!(r.status == 201 || r.status == 204, "{}", r.body);
     let on_a = channel(&a).await;
     within(on_a.queue_declare("orders".into(), durable(), FieldTable::default()))
         .await
@@ -133,6 +146,26 @@ async fn a_queue_declared_on_one_node_is_published_to_and_consumed_from_the_othe
     .await;
     assert_eq!(r.status, 200, "{}", r.body);
     assert_eq!(r.json()["node"], NAMES[0], "the queue's node, seen from c");
+    // Seen from c as a shows it: its policy, and the publishes a counted.
+    assert_eq!(r.json()["policy"], "roomy", "{}", r.body);
+    assert_eq!(r.json()["messages"], 200, "{}", r.body);
+    assert_eq!(r.json()["message_stats"]["publish"], 200, "{}", r.body);
+    let listed = request(
+        specs[2].http,
+        "GET",
+        "/api/queues/%2F",
+        Some(("guest", "guest")),
+        None,
+    )
+    .await
+    .json();
+    let orders = listed
+        .as_array()
+        .and_then(|l| l.iter().find(|q| q["name"] == "orders"))
+        .cloned()
+        .unwrap_or_default();
+    assert_eq!(orders["policy"], "roomy", "{listed}");
+    assert_eq!(orders["message_stats"]["publish"], 200, "{listed}");
 
     // A redeclare on c with other arguments is refused as on the home node.
     let on_c = channel(&c).await;
@@ -209,12 +242,13 @@ async fn a_queue_declared_on_one_node_is_published_to_and_consumed_from_the_othe
         .unwrap_or_default();
     assert!(on_c_channels >= 1, "c's channels listed on a: {}", r.body);
 
-    // Another node's connection is shown and closed through a, as on its own node.
+    // Another node's connection and its channel are shown, and it is closed, through a.
     let url = format!("amqp://guest:guest@127.0.0.1:{}/%2F", specs[2].amqp);
     let props = lapin::ConnectionProperties::default().with_connection_name("mover".into());
     let mover = within(Connection::connect(&url, props))
         .await
         .expect("mover on c");
+    let _moving = channel(&mover).await;
     let listed = request(specs[0].http, "GET", "/api/connections", g, None)
         .await
         .json();
@@ -229,6 +263,18 @@ async fn a_queue_declared_on_one_node_is_published_to_and_consumed_from_the_othe
     assert_eq!(shown.status, 200, "{}", shown.body);
     assert_eq!(shown.json()["name"], name.as_str());
     assert_eq!(shown.json()["node"], NAMES[2]);
+    let its = request(specs[0].http, "GET", &format!("{path}/channels"), g, None).await;
+    let its = its.json();
+    let its = its.as_array().cloned().unwrap_or_default();
+    assert_eq!(its.len(), 1, "its one channel, through a: {its:?}");
+    assert_eq!(its[0]["connection_details"]["name"], name.as_str());
+    let one = format!(
+        "/api/channels/{}",
+        common::urlencode(&format!("{name} (1)"))
+    );
+    let one = request(specs[0].http, "GET", &one, g, None).await;
+    assert_eq!(one.status, 200, "{}", one.body);
+    assert_eq!(one.json()["node"], NAMES[2]);
     let closing = common::server_close_code(mover.events_listener());
     let r = request(specs[0].http, "DELETE", &path, g, None).await;
     assert_eq!(r.status, 204, "{}", r.body);

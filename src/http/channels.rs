@@ -1,6 +1,7 @@
 //! `/api/channels[/{name}]`, `/api/connections/{name}/channels` and
 //! `/api/vhosts/{vhost}/channels`: the open channels from the connection registry, in
-//! RabbitMQ's JSON, with their `message_stats`. Visibility as for connections.
+//! RabbitMQ's JSON, with their `message_stats`. Visibility as for connections; in a cluster
+//! another node's channels are listed and shown from its view.
 
 use super::connections::sees_all;
 use super::{ApiError, AppState, Authenticated};
@@ -105,12 +106,31 @@ pub(crate) async fn of_connection(
     Authenticated(user): Authenticated,
     Path(name): Path<String>,
 ) -> Result<Json<Value>, ApiError> {
-    let c = b
+    let mine = b
         .connections
         .by_name(&name)
-        .filter(|c| sees_all(&user) || c.user == user.name)
-        .ok_or_else(ApiError::not_found)?;
-    Ok(Json(Value::Array(local(&b, Some(c.id)))))
+        .filter(|c| sees_all(&user) || c.user == user.name);
+    if let Some(c) = mine {
+        return Ok(Json(Value::Array(local(&b, Some(c.id)))));
+    }
+    if super::connections::elsewhere(&b, &user, &name)
+        .await
+        .is_none()
+    {
+        return Err(ApiError::not_found());
+    }
+    Ok(Json(Value::Array(
+        elsewhere(&b)
+            .await
+            .into_iter()
+            .filter(|ch| ch["connection_details"]["name"].as_str() == Some(name.as_str()))
+            .collect(),
+    )))
+}
+
+/// The channels of the other nodes, as they show them.
+async fn elsewhere(b: &AppState) -> Vec<Value> {
+    super::cluster_views::listed_everywhere(b, super::cluster_views::CHANNELS, Vec::new()).await
 }
 
 pub(crate) async fn show(
@@ -118,11 +138,22 @@ pub(crate) async fn show(
     Authenticated(user): Authenticated,
     Path(name): Path<String>,
 ) -> Result<Json<Value>, ApiError> {
-    b.connections
+    let mine = b
+        .connections
         .channels()
         .iter()
         .filter(|(c, _)| sees_all(&user) || c.user == user.name)
         .find(|(c, ch)| c.channel_name(ch.number) == name)
-        .map(|(c, ch)| Json(channel_json(&b, c, ch)))
+        .map(|(c, ch)| channel_json(&b, c, ch));
+    if let Some(ch) = mine {
+        return Ok(Json(ch));
+    }
+    elsewhere(&b)
+        .await
+        .into_iter()
+        .find(|ch| {
+            ch["name"].as_str() == Some(name.as_str()) && super::connections::shown(ch, &user, None)
+        })
+        .map(Json)
         .ok_or_else(ApiError::not_found)
 }

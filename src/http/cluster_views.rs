@@ -2,7 +2,9 @@
 //! `/api/consumers` and `/api/overview`'s totals answer from any node with every node's. Each
 //! node serves its own views to the others (JSON, unfiltered) through the core's
 //! `Broker::member_views`; the node asked applies the user's visibility and the vhost filter
-//! to the merged list. A member that does not answer within a second is left out.
+//! to the merged list. A member that does not answer within a second is left out. Queues
+//! are shown as their home node renders them (policy, message rates), one request per
+//! member for a list.
 
 use super::AppState;
 use serde_json::{Map, Value};
@@ -16,6 +18,15 @@ pub(crate) const CHANNELS: &str = "channels";
 pub(crate) const CONSUMERS: &str = "consumers";
 /// This node's connection and channel counts and message rates.
 pub(crate) const TOTALS: &str = "totals";
+/// The queues whose home is this node, as `/api/queues` shows them.
+pub(crate) const QUEUES: &str = "queues";
+/// Followed by `vhost\nname`: that queue of this node, as `/api/queues/{vhost}/{name}` shows it.
+pub(crate) const QUEUE: &str = "queue\n";
+
+/// The view of queue `name` in `vhost`.
+pub(crate) fn queue_kind(vhost: &str, name: &str) -> String {
+    format!("{QUEUE}{vhost}\n{name}")
+}
 
 /// Answers other nodes' requests for this node's views from now on, with `local` (a view's
 /// kind to this node's view of it).
@@ -46,6 +57,12 @@ pub(crate) async fn everywhere(b: &AppState, kind: &str, mine: Value) -> Vec<Val
         }
     }
     out
+}
+
+/// View `kind` of member `node` (None when it does not answer in time).
+pub(crate) async fn of_member(b: &AppState, node: &str, kind: &str) -> Option<Value> {
+    let bytes = b.member_view(node, kind).await?;
+    serde_json::from_slice(&bytes).ok()
 }
 
 /// The list view `kind` of every node, as one list (this node's, `mine`, first).

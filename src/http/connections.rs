@@ -104,7 +104,7 @@ fn find(
 }
 
 /// Connection `name` of another node, as that node shows it, when `user` may see it.
-async fn elsewhere(b: &AppState, user: &crate::auth::User, name: &str) -> Option<Value> {
+pub(crate) async fn elsewhere(b: &AppState, user: &crate::auth::User, name: &str) -> Option<Value> {
     super::cluster_views::listed_everywhere(b, super::cluster_views::CONNECTIONS, Vec::new())
         .await
         .into_iter()

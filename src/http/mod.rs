@@ -319,7 +319,14 @@ async fn local_view(b: AppState, kind: String) -> serde_json::Value {
         cluster_views::CHANNELS => Value::Array(channels::all(&b)),
         cluster_views::CONSUMERS => Value::Array(consumers::consumers_of(&b, None).await),
         cluster_views::TOTALS => overview::local_totals(&b),
-        _ => Value::Null,
+        cluster_views::QUEUES => Value::Array(queues::home_json(&b).await),
+        k => match k
+            .strip_prefix(cluster_views::QUEUE)
+            .and_then(|k| k.split_once('\n'))
+        {
+            Some((vhost, name)) => queues::home_one_json(&b, vhost, name).await,
+            None => Value::Null,
+        },
     }
 }
 

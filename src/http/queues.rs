@@ -1,5 +1,6 @@
 //! `/api/queues[/{vhost}[/{name}]]`: list, show, declare (PUT) and delete, through the same vhost
-//! operations as AMQP.
+//! operations as AMQP. Another node's queue is shown as its home node renders it (its policy,
+//! message rates and counters), asked through the cluster's views.
 
 use super::{ApiError, AppState, Authenticated};
 use crate::queue::QueueRef;
@@ -62,7 +63,8 @@ const IDLE_AFTER_MS: u64 = 10_000;
 
 fn idle_since(last_activity: u64) -> Option<String> {
     let now = crate::clock::unix_ms();
-    (now.saturating_sub(last_activity) >= IDLE_AFTER_MS)
+    // 0: not known (another node's queue whose home did not answer).
+    (last_activity > 0 && now.saturating_sub(last_activity) >= IDLE_AFTER_MS)
         .then(|| crate::json::rfc3339_ms(last_activity))
 }
 
@@ -92,20 +94,78 @@ pub(crate) fn json_table(args: &HashMap<String, Value>) -> Result<FieldTable, Ap
         .map_err(|reason| ApiError::new(StatusCode::BAD_REQUEST, "bad_request", reason))
 }
 
-async fn list(queues: Vec<QueueRef>, node: &str) -> Json<Value> {
-    let mut queues = queues;
-    queues.sort_by(|a, b| (&a.vhost, &a.name).cmp(&(&b.vhost, &b.name)));
-    let infos = crate::queue::QueueShared::info_many(&queues).await;
-    let mut out = Vec::with_capacity(queues.len());
-    for (q, info) in queues.iter().zip(&infos) {
-        out.push(describe_with(q, info, node));
+/// `queues` in JSON, as this node sees them (another node's with the counters it answers).
+async fn render(queues: &[QueueRef], node: &str) -> Vec<Value> {
+    let infos = crate::queue::QueueShared::info_many(queues).await;
+    queues
+        .iter()
+        .zip(&infos)
+        .map(|(q, info)| describe_with(q, info, node))
+        .collect()
+}
+
+/// `queues` in JSON, sorted by vhost and name: this node's rendered here, other nodes' as
+/// their home nodes render them (one request per member), or here when a home does not
+/// answer.
+async fn list(b: &AppState, queues: Vec<QueueRef>) -> Json<Value> {
+    use super::cluster_views::{listed_everywhere, QUEUES};
+    let node = super::node_name(b);
+    let (here, elsewhere): (Vec<QueueRef>, Vec<QueueRef>) =
+        queues.into_iter().partition(|q| q.home.is_none());
+    let mut out = render(&here, &node).await;
+    if !elsewhere.is_empty() {
+        let mut theirs: HashMap<(String, String), Value> = listed_everywhere(b, QUEUES, Vec::new())
+            .await
+            .into_iter()
+            .filter_map(|v| {
+                let key = (
+                    v["vhost"].as_str()?.to_owned(),
+                    v["name"].as_str()?.to_owned(),
+                );
+                Some((key, v))
+            })
+            .collect();
+        let mut unanswered = Vec::new();
+        for q in elsewhere {
+            match theirs.remove(&(q.vhost.clone(), q.name.clone())) {
+                Some(v) => out.push(v),
+                None => unanswered.push(q),
+            }
+        }
+        out.extend(render(&unanswered, &node).await);
     }
+    let key = |v: &Value| {
+        (
+            v["vhost"].as_str().unwrap_or_default().to_owned(),
+            v["name"].as_str().unwrap_or_default().to_owned(),
+        )
+    };
+    out.sort_by_cached_key(key);
     Json(Value::Array(out))
 }
 
+/// The queues whose home is this node, in JSON (what other nodes list for them).
+pub(crate) async fn home_json(b: &AppState) -> Vec<Value> {
+    let queues: Vec<QueueRef> = b
+        .vhosts()
+        .iter()
+        .flat_map(|v| v.queues())
+        .filter(|q| q.home.is_none())
+        .collect();
+    render(&queues, &super::node_name(b)).await
+}
+
+/// Queue `name` in `vhost` when its home is this node, in JSON (null otherwise).
+pub(crate) async fn home_one_json(b: &AppState, vhost: &str, name: &str) -> Value {
+    match b.vhost(vhost).and_then(|v| v.queue(name).ok()) {
+        Some(q) if q.home.is_none() => describe(&q, &super::node_name(b)).await,
+        _ => Value::Null,
+    }
+}
+
 pub(crate) async fn list_all(State(b): State<AppState>, _: Authenticated) -> Json<Value> {
-    let node = super::node_name(&b);
-    list(b.vhosts().iter().flat_map(|v| v.queues()).collect(), &node).await
+    let queues = b.vhosts().iter().flat_map(|v| v.queues()).collect();
+    list(&b, queues).await
 }
 
 pub(crate) async fn list_vhost(
@@ -114,7 +174,7 @@ pub(crate) async fn list_vhost(
     Path(vhost): Path<String>,
 ) -> Result<Json<Value>, ApiError> {
     let v = super::vhost_of(&b, &vhost).await?;
-    Ok(list(v.queues(), &super::node_name(&b)).await)
+    Ok(list(&b, v.queues()).await)
 }
 
 pub(crate) async fn show(
@@ -127,6 +187,14 @@ pub(crate) async fn show(
         .find_queue(&v, &name)
         .await
         .map_err(|_| ApiError::not_found())?;
+    if let Some(home) = q.home.as_deref() {
+        let kind = super::cluster_views::queue_kind(&vhost, &name);
+        if let Some(v) = super::cluster_views::of_member(&b, home, &kind).await {
+            if v.is_object() {
+                return Ok(Json(v));
+            }
+        }
+    }
     Ok(Json(describe(&q, &super::node_name(&b)).await))
 }
 

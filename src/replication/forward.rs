@@ -639,6 +639,13 @@ impl Broker {
         closed
     }
 
+    /// View `kind` of member `name`, when it answers within a second.
+    pub async fn member_view(&self, name: &str, kind: &str) -> Option<Vec<u8>> {
+        let node = self.cluster.get()?;
+        let request = codec::encode(&App::View(kind.to_owned())).ok()?;
+        node.call_app(name, request, VIEW_TIMEOUT).await.ok()
+    }
+
     /// View `kind` of every other member that answers within a second (in member order):
     /// what the management API shows cluster-wide. Empty when the node is not in a cluster.
     pub async fn member_views(&self, kind: &str) -> Vec<Vec<u8>> {
