@@ -216,12 +216,19 @@ impl Server {
         let header = std::time::Duration::from_secs(cfg.handshake_timeout.max(1));
         let prometheus = metrics::router(broker.clone());
         let mut tasks = vec![
-            tokio::spawn(http::serve(http_listener, api.clone(), rx.clone(), header)),
+            tokio::spawn(http::serve(
+                http_listener,
+                api.clone(),
+                rx.clone(),
+                header,
+                broker.clone(),
+            )),
             tokio::spawn(http::serve(
                 metrics_listener,
                 prometheus.clone(),
                 rx.clone(),
                 header,
+                broker.clone(),
             )),
             tokio::spawn(amqp::serve(listener, broker.clone(), rx.clone(), None)),
             tokio::spawn(http::serve_local(
@@ -257,13 +264,19 @@ impl Server {
                 let l = listen("HTTPS (management API)", addr).await?;
                 https_addr = Some(l.local_addr()?);
                 let (rx, a) = (rx.clone(), acceptor.clone());
-                tasks.push(tokio::spawn(http::serve_tls(l, api, rx, a, header)));
+                let b = broker.clone();
+                tasks.push(tokio::spawn(http::serve_tls(l, api, rx, a, header, b)));
             }
             if let Some(addr) = cfg.metrics_https_listen {
                 let l = listen("HTTPS (Prometheus metrics)", addr).await?;
                 metrics_https_addr = Some(l.local_addr()?);
                 tasks.push(tokio::spawn(http::serve_tls(
-                    l, prometheus, rx, acceptor, header,
+                    l,
+                    prometheus,
+                    rx,
+                    acceptor,
+                    header,
+                    broker.clone(),
                 )));
             }
         }

@@ -779,6 +779,39 @@ async fn ctl(s: &Spec, args: &[&str]) -> (i32, String, String) {
     .expect("ctl task")
 }
 
+/// The node's user names through `warren ctl list_users` (its CLI socket answers while the
+/// app is stopped, its HTTP port does not).
+async fn ctl_user_names(s: &Spec) -> Vec<String> {
+    let (rc, out, err) = ctl(s, &["list_users", "-q", "--formatter", "json"]).await;
+    assert_eq!(rc, 0, "{out}{err}");
+    let list: serde_json::Value = serde_json::from_str(out.trim()).expect("json");
+    let mut names: Vec<String> = list
+        .as_array()
+        .map(|a| {
+            a.iter()
+                .filter_map(|u| u["user"].as_str().map(String::from))
+                .collect()
+        })
+        .unwrap_or_default();
+    names.sort();
+    names
+}
+
+/// Whether an HTTP request to `at` gets any answer (false when the connection is dropped).
+async fn http_answers(at: SocketAddr) -> bool {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let Ok(mut s) = tokio::net::TcpStream::connect(at).await else {
+        return false;
+    };
+    let ask = "GET /api/overview HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n";
+    if s.write_all(ask.as_bytes()).await.is_err() {
+        return false;
+    }
+    let mut got = Vec::new();
+    let read = tokio::time::timeout(Duration::from_secs(5), s.read_to_end(&mut got)).await;
+    matches!(read, Ok(Ok(_))) && got.starts_with(b"HTTP/1.1")
+}
+
 async fn queue_names(at: SocketAddr) -> Vec<String> {
     let (_, list) = get_json(at, "/api/queues").await;
     let mut names: Vec<String> = list
@@ -852,6 +885,10 @@ async fn join_cluster_resets_a_node_into_another_cluster_and_it_can_leave_it_for
         amqp(d_spec.amqp, "%2f").await.is_err(),
         "no clients after stop_app"
     );
+    assert!(
+        !http_answers(d).await,
+        "the HTTP port is closed with the app"
+    );
     let (rc, _, err) = ctl(&d_spec, &["check_running"]).await;
     assert_eq!(rc, 69, "{err}");
     assert!(err.contains("is not running"), "{err}");
@@ -869,7 +906,7 @@ async fn join_cluster_resets_a_node_into_another_cluster_and_it_can_leave_it_for
     let (rc, _, _) = ctl(&d_spec, &["join_cluster", "no-at-sign"]).await;
     assert_eq!(rc, 70);
     assert_eq!(
-        user_names(d).await,
+        ctl_user_names(&d_spec).await,
         vec!["dave", "guest"],
         "nothing reset yet"
     );
@@ -886,6 +923,7 @@ async fn join_cluster_resets_a_node_into_another_cluster_and_it_can_leave_it_for
     assert_eq!(rc, 0, "{out}{err}");
     let (rc, _, err) = ctl(&d_spec, &["check_running"]).await;
     assert_eq!(rc, 0, "{err}");
+    assert!(http_answers(d).await, "the HTTP port is back with the app");
     let mut four: Vec<(&str, bool)> = NAMES.iter().map(|n| (*n, true)).collect();
     four.push((d_name, true));
     for at in [a, b, d] {
@@ -936,7 +974,7 @@ async fn join_cluster_resets_a_node_into_another_cluster_and_it_can_leave_it_for
     let (rc, out, err) = ctl(&d_spec, &["join_cluster", &seeds[1]]).await;
     assert_eq!(rc, 0, "{out}{err}");
     assert!(out.contains("already a member of this cluster"), "{out}");
-    assert_eq!(user_names(d).await, vec!["dora", "guest"]);
+    assert_eq!(ctl_user_names(&d_spec).await, vec!["dora", "guest"]);
     ctl(&d_spec, &["start_app"]).await;
 
     // Restarted, d is still a member (it has no seed list).

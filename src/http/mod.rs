@@ -542,25 +542,37 @@ pub fn router(broker: Arc<Broker>) -> Router {
         .with_state(broker)
 }
 
-/// Serves a router (the API's or the metrics') over plain HTTP until shutdown.
+/// Serves a router (the API's or the metrics') over plain HTTP until shutdown; while
+/// `broker`'s app is stopped (`warren ctl stop_app`) new connections are dropped, as
+/// RabbitMQ's stop_app stops its management and Prometheus listeners.
 pub async fn serve(
     listener: TcpListener,
     app: Router,
     shutdown: watch::Receiver<bool>,
     header_timeout: Duration,
+    broker: Arc<Broker>,
 ) {
-    serve_with(listener, app, shutdown, None, header_timeout).await
+    serve_with(listener, app, shutdown, None, header_timeout, broker).await
 }
 
-/// Serves a router over TLS until shutdown.
+/// Serves a router over TLS until shutdown (stopped with the app as [`serve`]).
 pub async fn serve_tls(
     listener: TcpListener,
     app: Router,
     shutdown: watch::Receiver<bool>,
     acceptor: tokio_rustls::TlsAcceptor,
     header_timeout: Duration,
+    broker: Arc<Broker>,
 ) {
-    serve_with(listener, app, shutdown, Some(acceptor), header_timeout).await
+    serve_with(
+        listener,
+        app,
+        shutdown,
+        Some(acceptor),
+        header_timeout,
+        broker,
+    )
+    .await
 }
 
 /// Serves the API on the node's local CLI socket until shutdown (`warren ctl` talks to it),
@@ -597,6 +609,7 @@ async fn serve_with(
     mut shutdown: watch::Receiver<bool>,
     tls: Option<tokio_rustls::TlsAcceptor>,
     header_timeout: Duration,
+    broker: Arc<Broker>,
 ) {
     let mut conns = tokio::task::JoinSet::new();
     loop {
@@ -607,6 +620,10 @@ async fn serve_with(
                     tokio::time::sleep(Duration::from_millis(50)).await;
                     continue;
                 };
+                if !broker.app_running() {
+                    drop(socket);
+                    continue;
+                }
                 let (tls, app) = (tls.clone(), app.clone());
                 conns.spawn(async move {
                     match tls {
