@@ -607,36 +607,44 @@ impl Outbound {
 }
 
 impl Broker {
+    /// The answers of the other members that answer `app` within a second, in member order.
+    /// Empty when the node is not in a cluster.
+    async fn ask_others(&self, app: &App) -> Vec<Vec<u8>> {
+        let Some(node) = self.cluster.get() else {
+            return Vec::new();
+        };
+        let Ok(request) = codec::encode(app) else {
+            return Vec::new();
+        };
+        let mut calls = tokio::task::JoinSet::new();
+        for (i, (m, _)) in node.members().into_iter().enumerate() {
+            if m.name != node.name() {
+                let (node, request) = (node.clone(), request.clone());
+                calls
+                    .spawn(async move { (i, node.call_app(&m.name, request, VIEW_TIMEOUT).await) });
+            }
+        }
+        let mut got = Vec::new();
+        while let Some(done) = calls.join_next().await {
+            if let Ok((i, Ok(bytes))) = done {
+                got.push((i, bytes));
+            }
+        }
+        got.sort_by_key(|(i, _)| *i);
+        got.into_iter().map(|(_, b)| b).collect()
+    }
+
     /// Closes client connection `name` on whichever other member has it, with `reason`;
     /// false when none of those that answer has it.
     pub async fn close_member_connection(&self, name: &str, reason: &str) -> bool {
-        let Some(node) = self.cluster.get() else {
-            return false;
-        };
-        let Ok(request) = codec::encode(&App::CloseConnection {
+        let app = App::CloseConnection {
             name: name.to_owned(),
             reason: reason.to_owned(),
-        }) else {
-            return false;
         };
-        let mut calls = tokio::task::JoinSet::new();
-        for (m, _) in node.members() {
-            if m.name != node.name() {
-                let (node, request) = (node.clone(), request.clone());
-                calls.spawn(async move {
-                    let answer = node.call_app(&m.name, request, VIEW_TIMEOUT).await;
-                    matches!(
-                        answer.map(|a| codec::decode::<RemoteReply>(&a)),
-                        Ok(Ok(RemoteReply::Done))
-                    )
-                });
-            }
-        }
-        let mut closed = false;
-        while let Some(done) = calls.join_next().await {
-            closed |= done.unwrap_or(false);
-        }
-        closed
+        self.ask_others(&app)
+            .await
+            .iter()
+            .any(|a| matches!(codec::decode::<RemoteReply>(a), Ok(RemoteReply::Done)))
     }
 
     /// View `kind` of member `name`, when it answers within a second.
@@ -649,27 +657,6 @@ impl Broker {
     /// View `kind` of every other member that answers within a second (in member order):
     /// what the management API shows cluster-wide. Empty when the node is not in a cluster.
     pub async fn member_views(&self, kind: &str) -> Vec<Vec<u8>> {
-        let Some(node) = self.cluster.get() else {
-            return Vec::new();
-        };
-        let Ok(request) = codec::encode(&App::View(kind.to_owned())) else {
-            return Vec::new();
-        };
-        let mut calls = tokio::task::JoinSet::new();
-        for (i, (m, _)) in node.members().into_iter().enumerate() {
-            if m.name != node.name() {
-                let (node, request) = (node.clone(), request.clone());
-                calls
-                    .spawn(async move { (i, node.call_app(&m.name, request, VIEW_TIMEOUT).await) });
-            }
-        }
-        let mut got = Vec::new();
-        while let Some(Ok((i, answer))) = calls.join_next().await {
-            if let Ok(bytes) = answer {
-                got.push((i, bytes));
-            }
-        }
-        got.sort_by_key(|(i, _)| *i);
-        got.into_iter().map(|(_, b)| b).collect()
+        self.ask_others(&App::View(kind.to_owned())).await
     }
 }
