@@ -4,7 +4,10 @@
 //! RabbitMQ's "home node ... is down" 404 on the others, and comes back with its messages when
 //! the node restarts; deleted through another node it is gone everywhere. A node killed
 //! while its consumer held messages gives them back (redelivered); consumers of a killed
-//! node's queues are cancelled, and `node-is-quorum-critical` then fails on the survivors.
+//! node's queues are cancelled, and `node-is-quorum-critical` then fails on the survivors;
+//! forgetting the killed node deletes the queues whose home it was. A node that applies the
+//! log late confirms a default-exchange miss against the cluster before a publish through it
+//! is returned or dropped.
 //! Another node's connection and channel are shown, and the connection closed, through any
 //! node's management API.
 //! Another node's exclusive queue is locked (405) and listed with its node (the RPC and
@@ -502,6 +505,9 @@ async fn a_lost_node_gives_back_what_its_consumers_held_and_cancels_consumers_of
 
     // b takes 5 (its prefetch) and never acks them; then b is killed.
     let on_b = channel(&b).await;
+    within(on_b.queue_declare("homed-on-b".into(), durable(), FieldTable::default()))
+        .await
+        .expect("declare on b");
     within(on_b.basic_qos(5, BasicQosOptions::default()))
         .await
         .expect("qos");
@@ -553,6 +559,14 @@ async fn a_lost_node_gives_back_what_its_consumers_held_and_cancels_consumers_of
         "b forgotten",
     )
     .await;
+    // Forgetting b removed its queue from the cluster (RabbitMQ's forget_all): not "home
+    // node down" but gone, and free to be declared again elsewhere.
+    let gone = passive(&a, "homed-on-b").await;
+    assert_eq!(gone.as_ref().map_err(|e| e.0), Err(Some(404)), "{gone:?}");
+    let text = gone.err().map(|e| e.1).unwrap_or_default();
+    assert!(text.contains("no queue 'homed-on-b'"), "{text}");
+    let r = request(specs[2].http, "GET", "/api/queues/%2F/homed-on-b", g, None).await;
+    assert_eq!(r.status, 404, "{}", r.body);
 
     // All ten are read on c, the five b held marked redelivered.
     let on_c = channel(&c).await;
@@ -659,5 +673,100 @@ async fn a_consumer_node_restarted_at_once_gets_back_what_its_earlier_run_held()
     }
     seen.sort_unstable();
     assert_eq!(seen, (0..10).collect::<Vec<u32>>());
+    drop(specs);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_node_behind_the_log_confirms_its_miss_before_a_publish_goes_nowhere() {
+    // a and b form the group (so one of them leads); c joins applying every committed entry
+    // 300 ms late, so a queue declared through a is not on c yet when a answers declare-ok.
+    let ports = [free_port(), free_port(), free_port()];
+    let seeds: Vec<String> = NAMES
+        .iter()
+        .zip(ports)
+        .map(|(n, p)| format!("{n}:{p}"))
+        .collect();
+    let specs: Vec<Spec> = NAMES
+        .iter()
+        .zip(ports)
+        .map(|(n, p)| spec(n, p, "cookie", &seeds))
+        .collect();
+    let mut children = vec![spawn(&specs[0]), spawn(&specs[1])];
+    let start = Instant::now();
+    let a = loop {
+        if let Ok(Ok(a)) = tokio::time::timeout(STEP, amqp(specs[0].amqp, "%2F")).await {
+            let ch = channel(&a).await;
+            let warm = ch.queue_declare("warm".into(), durable(), FieldTable::default());
+            if within(warm).await.is_ok() {
+                break a;
+            }
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(30),
+            "a and b never formed"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    children.push(spawn_with(
+        &specs[2],
+        &[("WARREN_FAULT_APPLY_DELAY_MS", "300")],
+    ));
+    let all_up: Vec<(&str, bool)> = NAMES.iter().map(|n| (*n, true)).collect();
+    eventually_nodes(specs[2].http, &all_up, "c sees the cluster").await;
+    let c = within(amqp(specs[2].amqp, "%2F")).await.expect("c");
+    eventually_count(&c, "warm", 0, "c caught up with the log").await;
+
+    let on_a = channel(&a).await;
+    let on_c = channel(&c).await;
+    within(on_c.confirm_select(Default::default()))
+        .await
+        .expect("confirm.select");
+    for i in 0..5 {
+        // Mandatory through AMQP: confirmed, never returned.
+        let q = format!("fresh-{i}");
+        within(on_a.queue_declare(q.as_str().into(), durable(), FieldTable::default()))
+            .await
+            .expect("declare on a");
+        let confirm = within(on_c.basic_publish(
+            "".into(),
+            q.as_str().into(),
+            BasicPublishOptions {
+                mandatory: true,
+                ..Default::default()
+            },
+            b"at once",
+            BasicProperties::default().with_delivery_mode(2),
+        ))
+        .await
+        .expect("publish on c");
+        let confirmation = within(confirm).await.expect("confirm");
+        assert!(confirmation.is_ack(), "{q}: {confirmation:?}");
+        let returned = confirmation.take_message().map(|m| m.reply_code);
+        assert_eq!(
+            returned, None,
+            "{q}: the publish right after the declare came back"
+        );
+        assert_eq!(passive(&a, &q).await, Ok(1), "{q} holds it");
+
+        // Through c's management API: routed.
+        let q = format!("fresh-http-{i}");
+        within(on_a.queue_declare(q.as_str().into(), durable(), FieldTable::default()))
+            .await
+            .expect("declare on a");
+        let body = format!(
+            r#"{{"routing_key":"{q}","payload":"at once","payload_encoding":"string","properties":{{}}}}"#
+        );
+        let r = request(
+            specs[2].http,
+            "POST",
+            "/api/exchanges/%2F/amq.default/publish",
+            Some(("guest", "guest")),
+            Some(&body),
+        )
+        .await;
+        assert_eq!(r.status, 200, "{}", r.body);
+        assert_eq!(r.json()["routed"], true, "{q}: {}", r.body);
+        assert_eq!(passive(&a, &q).await, Ok(1), "{q} holds it");
+    }
     drop(specs);
 }

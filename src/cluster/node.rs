@@ -353,6 +353,18 @@ impl MetaNode {
         }
     }
 
+    /// Whether the membership this node last applied has another node in it.
+    pub fn has_peers(&self) -> bool {
+        let metrics = self.raft.metrics();
+        let m = metrics.borrow();
+        let peers = m
+            .membership_config
+            .membership()
+            .nodes()
+            .any(|(id, _)| *id != self.id);
+        peers
+    }
+
     /// The members and whether each votes, as this node last applied them, by name.
     pub fn members(&self) -> Vec<(Member, bool)> {
         let metrics = self.raft.metrics();

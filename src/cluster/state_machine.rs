@@ -53,7 +53,14 @@ pub struct StateMachine {
     state: SharedState,
     snapshot: SnapshotSlot,
     observer: Option<Arc<dyn Observer>>,
+    /// How long each apply waits first ([`APPLY_DELAY_ENV`]; None in production).
+    apply_delay: Option<std::time::Duration>,
 }
+
+/// Fault injection for tests: a node started with this variable set to N waits N ms before
+/// it applies each batch of committed entries, so it lags behind the others' answers by a
+/// known amount (the window in which a miss there must be confirmed against the cluster).
+pub const APPLY_DELAY_ENV: &str = "WARREN_FAULT_APPLY_DELAY_MS";
 
 fn read_err(e: &(impl std::error::Error + 'static)) -> StorageError<NodeId> {
     StorageIOError::read_state_machine(e).into()
@@ -83,6 +90,10 @@ impl StateMachine {
             })),
             snapshot: Arc::new(Mutex::new(None)),
             observer,
+            apply_delay: std::env::var(APPLY_DELAY_ENV)
+                .ok()
+                .and_then(|ms| ms.parse().ok())
+                .map(std::time::Duration::from_millis),
         })
     }
 
@@ -163,6 +174,9 @@ impl RaftStateMachine<MetaConfig> for StateMachine {
         I: IntoIterator<Item = Entry<MetaConfig>> + Send,
         I::IntoIter: Send,
     {
+        if let Some(delay) = self.apply_delay {
+            tokio::time::sleep(delay).await;
+        }
         let mut replies = Vec::new();
         let mut changes = Vec::new();
         let values = {

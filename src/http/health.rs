@@ -224,9 +224,7 @@ pub(crate) async fn forget_node(
             "{{:failed_to_forget_online_node, \"{name} is running; stop it first\"}}"
         )));
     }
-    node.forget(&name)
-        .await
-        .map_err(|e| ApiError::from(crate::error::CoreError::Unavailable(e.to_string())))?;
+    b.forget_cluster_node(&name).await?;
     Ok(StatusCode::NO_CONTENT)
 }
 

@@ -94,8 +94,8 @@ pub(crate) async fn publish(
         dead_letter: false,
     };
     let mut waiters = Waiters::default();
-    let routed = v
-        .publish(&x, msg, ctx, &mut waiters, &mut RouteState::default())
+    let routed = b
+        .publish(&v, &x, msg, ctx, &mut waiters, &mut RouteState::default())
         .await;
     // Answered once stored, as an AMQP publisher's confirm.
     if !waiters.stored().await {

@@ -21,6 +21,7 @@ mod exchanges;
 mod exclusive;
 mod forward;
 mod membership;
+mod publish;
 mod queues;
 mod vhosts;
 
@@ -255,6 +256,11 @@ impl Broker {
         tokio::time::timeout(CATCH_UP_WAIT, node.read_linearizable(|_| ()))
             .await
             .is_ok_and(|r| r.is_ok())
+    }
+
+    /// Whether this node is in a cluster with other nodes (a miss may then be stale).
+    pub fn is_clustered(&self) -> bool {
+        self.cluster.get().is_some_and(|n| n.has_peers())
     }
 
     /// A user by name, with a miss confirmed against the cluster ([`Broker::catch_up`]).

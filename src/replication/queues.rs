@@ -173,6 +173,19 @@ async fn least_loaded(node: &Arc<crate::cluster::MetaNode>) -> String {
         .map_or(me.clone(), |(n, _)| n.to_owned())
 }
 
+/// The queues in the tree whose home is `node`, by vhost and name.
+fn homed_on(t: &crate::cluster::tree::Tree, node: &str) -> Vec<(String, String)> {
+    let mut out = Vec::new();
+    for (path, value) in t.children(&[VHOSTS.to_string()]) {
+        if let [_, vhost, kind, name] = path.as_slice() {
+            if kind == QUEUES && decode_queue(value).is_some_and(|d| d.node == node) {
+                out.push((vhost.clone(), name.clone()));
+            }
+        }
+    }
+    out
+}
+
 impl Broker {
     /// A queue by name, with a miss confirmed against the cluster ([`Broker::catch_up`]).
     pub async fn find_queue(&self, v: &VHost, name: &str) -> CoreResult<QueueRef> {
@@ -234,6 +247,34 @@ impl Broker {
                 v.name
             ))),
         }
+    }
+
+    /// forget_cluster_node: removes the member `name` (not running) from the cluster, then
+    /// the queues whose home it was, with the bindings to them, in one entry, as RabbitMQ's
+    /// `forget_all` does for the classic queues of a node it forgets (their messages were on
+    /// that node's disk). The number of queues removed.
+    pub async fn forget_cluster_node(&self, name: &str) -> CoreResult<usize> {
+        let node = self
+            .cluster
+            .get()
+            .ok_or_else(|| CoreError::Unavailable("this node is not in a cluster".into()))?;
+        node.forget(name).await.map_err(unavailable)?;
+        let homed = node.read(|t| homed_on(t, name));
+        let batch: Vec<Command> = homed
+            .iter()
+            .filter_map(|(vhost, queue)| self.vhost(vhost).map(|v| removal(&v, queue)))
+            .collect();
+        if !batch.is_empty() {
+            node.write(Command::Batch(batch))
+                .await
+                .map_err(unavailable)?;
+            tracing::info!(
+                node = name,
+                queues = homed.len(),
+                "removed the queues of a forgotten node"
+            );
+        }
+        Ok(homed.len())
     }
 
     /// queue.delete, through the cluster when the queue is replicated: the queue is stopped

@@ -84,10 +84,16 @@ pub fn spec_on(
 }
 
 pub fn spawn(s: &Spec) -> tokio::process::Child {
+    spawn_with(s, &[])
+}
+
+/// A node started with `env` set besides the usual (a fault to inject).
+pub fn spawn_with(s: &Spec, env: &[(&str, &str)]) -> tokio::process::Child {
     tokio::process::Command::new(env!("CARGO_BIN_EXE_warren"))
         .arg("--config")
         .arg(&s.config)
         .env("RUST_LOG", "warn")
+        .envs(env.iter().copied())
         .kill_on_drop(true)
         .spawn()
         .expect("spawn warren")

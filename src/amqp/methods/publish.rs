@@ -193,8 +193,15 @@ impl Session {
             dead_letter: false,
         };
         let routed = self
-            .vhost
-            .publish(&x, msg.clone(), ctx, &mut confirms, &mut self.route_state)
+            .broker
+            .publish(
+                &self.vhost,
+                &x,
+                msg.clone(),
+                ctx,
+                &mut confirms,
+                &mut self.route_state,
+            )
             .await;
         let waits = match confirms {
             PublishConfirms::Channel { waits, .. } => waits,
