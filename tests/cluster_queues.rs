@@ -5,6 +5,7 @@
 //! the node restarts; deleted through another node it is gone everywhere. A node killed
 //! while its consumer held messages gives them back (redelivered); consumers of a killed
 //! node's queues are cancelled, and `node-is-quorum-critical` then fails on the survivors;
+//! so does a basic.get result it held unacked;
 //! forgetting the killed node deletes the queues whose home it was. A node that applies the
 //! log late confirms a default-exchange miss against the cluster before a publish through it
 //! is returned or dropped.
@@ -503,7 +504,19 @@ async fn a_lost_node_gives_back_what_its_consumers_held_and_cancels_consumers_of
         .expect("declare on a");
     publish_confirmed(&c, "", "work", "w", 10).await;
 
-    // b takes 5 (its prefetch) and never acks them; then b is killed.
+    // b takes 5 (its prefetch) and never acks them, and gets one of "got" without acking
+    // it; then b is killed.
+    within(on_a.queue_declare("got".into(), durable(), FieldTable::default()))
+        .await
+        .expect("declare got on a");
+    publish_confirmed(&a, "", "got", "g", 1).await;
+    let getter = channel(&b).await;
+    let got = within(getter.basic_get("got".into(), BasicGetOptions { no_ack: false }))
+        .await
+        .expect("get on b")
+        .expect("a message");
+    assert_eq!(got.delivery.data, b"g-0".to_vec());
+    assert_eq!(passive(&a, "got").await, Ok(0), "held by b");
     let on_b = channel(&b).await;
     within(on_b.queue_declare("homed-on-b".into(), durable(), FieldTable::default()))
         .await
@@ -531,6 +544,7 @@ async fn a_lost_node_gives_back_what_its_consumers_held_and_cancels_consumers_of
     children[1].start_kill().expect("kill b");
     let _ = children[1].wait().await;
     eventually_count(&a, "work", 10, "what b held is back").await;
+    eventually_count(&a, "got", 1, "what b got and held is back").await;
     // With b gone, a and c are each critical to the metadata group's majority.
     let r = request(specs[0].http, "GET", critical, g, None).await;
     assert_eq!(r.status, 503, "{}", r.body);

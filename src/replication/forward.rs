@@ -184,6 +184,16 @@ async fn answers(node: &MetaNode, name: &str) -> bool {
     }
 }
 
+/// Whether `origin`'s node answers in its run `origin.incarnation` (a restarted node
+/// answers, but its consumers and what they held are gone).
+async fn origin_alive(node: &MetaNode, origin: &Origin) -> bool {
+    let app = App::Alive(origin.incarnation);
+    matches!(
+        tokio::time::timeout(PING_TIMEOUT, send(node, &origin.node, &app)).await,
+        Ok(Ok(RemoteReply::Done))
+    )
+}
+
 /// Deliveries a queue here made to another node's consumers and that node has not settled.
 type Outstanding = Arc<Mutex<BTreeSet<u64>>>;
 
@@ -196,6 +206,10 @@ struct Forwarder {
     consumers: DashMap<(Origin, u64), (QueueRef, u64)>,
     /// What each other node holds unsettled, by (node, vhost, queue): requeued if it goes.
     outstanding: DashMap<(Origin, String, String), Outstanding>,
+    /// The keys of `outstanding` whose basic.get results a watch task looks after (a
+    /// consumer's forwarding task watches its own node; a node that only got messages has
+    /// this one).
+    watched: DashMap<(Origin, String, String), ()>,
 }
 
 impl Forwarder {
@@ -225,6 +239,7 @@ pub fn handler(b: &Arc<Broker>, notices: NoticeHandler) -> AppHandler {
         incarnation: b.incarnation,
         consumers: DashMap::new(),
         outstanding: DashMap::new(),
+        watched: DashMap::new(),
     });
     Arc::new(move |bytes| {
         let f = f.clone();
@@ -372,12 +387,18 @@ impl Forwarder {
                 RemoteReply::Stats(ready, consumers)
             }
             RemoteOp::Info => RemoteReply::Info(RemoteInfo::of(&q.info().await?)),
-            RemoteOp::Get { no_ack } => RemoteReply::Got(q.get(no_ack).await?.map(|g| RemoteGot {
-                seq: g.seq,
-                msg: WireMessage::of(&g.msg),
-                redelivered: g.redelivered,
-                remaining: g.remaining,
-            })),
+            RemoteOp::Get { no_ack } => {
+                let got = q.get(no_ack).await?;
+                if let (Some(g), false) = (&got, no_ack) {
+                    self.hold_got(b, &origin, &q, g.seq);
+                }
+                RemoteReply::Got(got.map(|g| RemoteGot {
+                    seq: g.seq,
+                    msg: WireMessage::of(&g.msg),
+                    redelivered: g.redelivered,
+                    remaining: g.remaining,
+                }))
+            }
             RemoteOp::Ack(seqs) => {
                 self.settled(&origin, &q, &seqs);
                 q.ack(seqs).await;
@@ -409,6 +430,54 @@ impl Forwarder {
                 RemoteReply::Done
             }
         })
+    }
+
+    /// Node `origin` got `seq` of `q` to ack later: it is held for that node, and requeued
+    /// if the node stops answering before it settles it, as a consumer's deliveries are.
+    fn hold_got(self: &Arc<Self>, b: &Arc<Broker>, origin: &Origin, q: &QueueRef, seq: u64) {
+        let held = self.outstanding(origin, q);
+        if let Ok(mut set) = held.lock() {
+            set.insert(seq);
+        }
+        let Some(node) = b.cluster.get() else {
+            return;
+        };
+        let key = (origin.clone(), q.vhost.clone(), q.name.clone());
+        let dashmap::mapref::entry::Entry::Vacant(slot) = self.watched.entry(key.clone()) else {
+            return;
+        };
+        slot.insert(());
+        let (forwarder, origin, q) = (self.clone(), origin.clone(), q.clone());
+        tokio::spawn(async move {
+            let mut watch = tokio::time::interval(WATCH_EVERY);
+            watch.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
+            let mut missed = 0;
+            loop {
+                watch.tick().await;
+                // Done once nothing is held; checked under the map's lock, so a get that
+                // holds one more either sees this watch or starts the next.
+                let empty = || held.lock().map_or(true, |s| s.is_empty());
+                if forwarder.watched.remove_if(&key, |_, _| empty()).is_some() {
+                    return;
+                }
+                missed = if origin_alive(&node, &origin).await {
+                    0
+                } else {
+                    missed + 1
+                };
+                if missed >= WATCH_MISSES {
+                    let lost: Vec<u64> = held
+                        .lock()
+                        .map(|mut s| std::mem::take(&mut *s).into_iter().collect())
+                        .unwrap_or_default();
+                    forwarder.watched.remove(&key);
+                    if !lost.is_empty() {
+                        q.requeue(lost).await;
+                    }
+                    return;
+                }
+            }
+        });
     }
 
     /// Registers a consumer of node `origin` on `q`, with a task forwarding its deliveries.
@@ -535,11 +604,7 @@ impl Outbound {
     /// Whether the consumer's node answers in the run the consumer belongs to (a restarted
     /// node answers, but its consumers and what they held are gone).
     async fn origin_alive(&self) -> bool {
-        let app = App::Alive(self.origin.incarnation);
-        matches!(
-            tokio::time::timeout(PING_TIMEOUT, send(&self.node, &self.origin.node, &app)).await,
-            Ok(Ok(RemoteReply::Done))
-        )
+        origin_alive(&self.node, &self.origin).await
     }
 
     /// Whether the consumer's node holds deliveries of this queue unsettled.
