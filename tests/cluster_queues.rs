@@ -13,7 +13,8 @@
 //! node's management API.
 //! Another node's exclusive queue is locked (405) and listed with its node (the RPC and
 //! pub/sub paths to exclusive queues are in `cluster_exclusive.rs`); dead-lettering crosses
-//! nodes; `x-queue-leader-locator=balanced` spreads queues over the nodes.
+//! nodes; `x-queue-leader-locator=balanced` spreads queues over the nodes; a redeclare on
+//! another node counts as use for `x-expires`.
 
 mod common;
 
@@ -489,6 +490,41 @@ async fn exclusive_queues_are_locked_elsewhere_dead_letters_cross_nodes_and_bala
         ),
         "{e}"
     );
+
+    // x-expires counts a redeclare on another node as use: declared on a with 1.5 s, kept
+    // alive for 3 s by redeclares on b, then left alone it expires.
+    let mut expiring = FieldTable::default();
+    expiring.insert("x-expires".into(), lapin::types::AMQPValue::LongInt(1500));
+    let a = within(amqp(specs[0].amqp, "%2F")).await.expect("a");
+    let on_a = channel(&a).await;
+    within(on_a.queue_declare("short-lived".into(), durable(), expiring.clone()))
+        .await
+        .expect("declare on a");
+    let on_b = channel(&b).await;
+    let start = Instant::now();
+    while start.elapsed() < Duration::from_secs(3) {
+        tokio::time::sleep(Duration::from_millis(400)).await;
+        within(on_b.queue_declare("short-lived".into(), durable(), expiring.clone()))
+            .await
+            .expect("redeclare on b keeps it");
+    }
+    let seen = "/api/queues/%2F/short-lived";
+    let r = request(specs[0].http, "GET", seen, Some(("guest", "guest")), None).await;
+    assert_eq!(r.status, 200, "still there after 2x its expiry: {}", r.body);
+    assert_eq!(
+        r.json()["node"],
+        NAMES[0],
+        "the same queue, not one b declared anew"
+    );
+    let start = Instant::now();
+    loop {
+        let r = request(specs[0].http, "GET", seen, Some(("guest", "guest")), None).await;
+        if r.status == 404 {
+            break;
+        }
+        assert!(start.elapsed() < Duration::from_secs(15), "never expired");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
     drop(specs);
 }
 

@@ -138,6 +138,8 @@ pub enum RemoteOp {
     Consume(RemoteConsumer),
     /// Remove the consumer with this id on the asking node.
     Cancel(u64),
+    /// The queue was used (redeclared) on the asking node: its `x-expires` starts again.
+    Touch,
 }
 
 /// Counters of a remote queue (the management API's subset).
@@ -504,7 +506,14 @@ impl Proxy {
                 let _ = reply.send(());
             }
             QueueCmd::Shutdown => return false,
-            QueueCmd::Touch | QueueCmd::Sample | QueueCmd::Policy(_) | QueueCmd::Kick => {}
+            QueueCmd::Touch => {
+                // Told without waiting: a redeclare here must not wait on the home node.
+                let (link, q) = (self.link.clone(), self.q.clone());
+                tokio::spawn(async move {
+                    let _ = link.call(&q, RemoteOp::Touch).await;
+                });
+            }
+            QueueCmd::Sample | QueueCmd::Policy(_) | QueueCmd::Kick => {}
         }
         true
     }

@@ -423,6 +423,10 @@ impl Forwarder {
                 self.consume(b, q, origin, c).await?;
                 RemoteReply::Done
             }
+            RemoteOp::Touch => {
+                q.touch();
+                RemoteReply::Done
+            }
             RemoteOp::Cancel(id) => {
                 if let Some((_, (q, here))) = self.consumers.remove(&(origin, id)) {
                     q.cancel(here).await;
