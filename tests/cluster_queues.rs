@@ -14,10 +14,12 @@
 //! Another node's exclusive queue is locked (405) and listed with its node (the RPC and
 //! pub/sub paths to exclusive queues are in `cluster_exclusive.rs`); dead-lettering crosses
 //! nodes; `x-queue-leader-locator=balanced` spreads queues over the nodes; a redeclare on
-//! another node counts as use for `x-expires`.
+//! another node counts as use for `x-expires`; a consumer timeout closes the consumer's
+//! channel on its own node.
 
 mod common;
 
+use amq_protocol::protocol::{basic, AMQPClass};
 use common::cluster::*;
 use common::http::request;
 use futures_lite::StreamExt;
@@ -525,6 +527,35 @@ async fn exclusive_queues_are_locked_elsewhere_dead_letters_cross_nodes_and_bala
         assert!(start.elapsed() < Duration::from_secs(15), "never expired");
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
+
+    // A consumer on c of a's queue with a 300 ms consumer timeout that never acks: c closes
+    // its channel with 406, as for a local queue, and the message is ready again at home.
+    let mut timeout = FieldTable::default();
+    timeout.insert(
+        "x-consumer-timeout".into(),
+        lapin::types::AMQPValue::LongInt(300),
+    );
+    within(on_a.queue_declare("slow".into(), durable(), timeout))
+        .await
+        .expect("declare slow on a");
+    publish_confirmed(&a, "", "slow", "s", 1).await;
+    let mut raw = common::raw::Raw::open(([127, 0, 0, 1], specs[2].amqp).into()).await;
+    raw.send(&common::raw::method(
+        1,
+        AMQPClass::Basic(basic::AMQPMethod::Consume(basic::Consume {
+            queue: "slow".into(),
+            consumer_tag: "stuck".into(),
+            no_local: false,
+            no_ack: false,
+            exclusive: false,
+            nowait: false,
+            arguments: FieldTable::default(),
+        })),
+    ))
+    .await;
+    let closed = tokio::time::timeout(STEP, raw.channel_close_code()).await;
+    assert_eq!(closed.expect("closed in time"), Some((1, 406)));
+    eventually_count(&a, "slow", 1, "the held message is back at home").await;
     drop(specs);
 }
 

@@ -197,6 +197,9 @@ pub(crate) enum QueueCmd {
     RemoteDeliveries(u64, Vec<remote::RemoteDelivery>),
     /// The home node of a remote queue cancelled a consumer here.
     RemoteCancelled(u64),
+    /// The home node found a delivery to consumer `.0` here unacked past its timeout `.1`
+    /// (ms): its channel is closed, as a local consumer's would be.
+    RemoteTimedOut(u64, u64),
 }
 
 impl QueueShared {

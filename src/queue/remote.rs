@@ -455,6 +455,14 @@ impl Proxy {
                     });
                 }
             }
+            QueueCmd::RemoteTimedOut(consumer, timeout) => {
+                if let Some(spec) = self.consumers.get(&consumer) {
+                    let _ = spec.sink.send(ConsumerEvent::TimedOut {
+                        channel: spec.channel,
+                        timeout,
+                    });
+                }
+            }
             QueueCmd::Get(no_ack, reply) => {
                 let got = match self.call(RemoteOp::Get { no_ack }).await {
                     Ok(RemoteReply::Got(Some(g))) => g.msg.message().map(|msg| GetResult {
@@ -577,6 +585,11 @@ impl QueueShared {
     /// The home node cancelled consumer `consumer` here (its queue went away there).
     pub fn remote_cancelled(&self, consumer: u64) {
         self.control(QueueCmd::RemoteCancelled(consumer));
+    }
+
+    /// A delivery to consumer `consumer` here stayed unacked past `timeout` ms at home.
+    pub fn remote_timed_out(&self, consumer: u64, timeout: u64) {
+        self.control(QueueCmd::RemoteTimedOut(consumer, timeout));
     }
 }
 

@@ -89,6 +89,15 @@ enum App {
     /// Close the receiver's client connection `name` with `reason` (320 CONNECTION_FORCED),
     /// as the management API of another node asked.
     CloseConnection { name: String, reason: String },
+    /// A delivery to consumer `consumer` of the receiver's run `incarnation` stayed unacked
+    /// past the consumer timeout (`timeout` ms): the receiver closes its channel.
+    TimedOut {
+        vhost: String,
+        queue: String,
+        consumer: u64,
+        incarnation: u64,
+        timeout: u64,
+    },
 }
 
 /// What answers another node's notice about its exclusive queues: given this node's broker,
@@ -287,6 +296,7 @@ impl Forwarder {
         match app {
             App::Deliveries { incarnation, .. }
             | App::Cancelled { incarnation, .. }
+            | App::TimedOut { incarnation, .. }
             | App::Alive(incarnation)
                 if incarnation != self.incarnation =>
             {
@@ -314,6 +324,18 @@ impl Forwarder {
             } => {
                 if let Ok((_, q)) = find(&vhost, &queue) {
                     q.remote_cancelled(consumer);
+                }
+                RemoteReply::Done
+            }
+            App::TimedOut {
+                vhost,
+                queue,
+                consumer,
+                timeout,
+                ..
+            } => {
+                if let Ok((_, q)) = find(&vhost, &queue) {
+                    q.remote_timed_out(consumer, timeout);
                 }
                 RemoteReply::Done
             }
@@ -599,6 +621,18 @@ impl Outbound {
                     };
                     let _ = send(&self.node, &self.origin.node, &app).await;
                     return;
+                }
+                ConsumerEvent::TimedOut { timeout, .. } => {
+                    // The consumer's node closes the channel; its cancel and the requeue of
+                    // what the channel held come back here as for any channel close.
+                    let app = App::TimedOut {
+                        vhost: self.q.vhost.clone(),
+                        queue: self.q.name.clone(),
+                        consumer: self.consumer,
+                        incarnation: self.origin.incarnation,
+                        timeout,
+                    };
+                    let _ = send(&self.node, &self.origin.node, &app).await;
                 }
                 _ => {}
             }

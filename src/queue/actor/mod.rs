@@ -578,7 +578,10 @@ impl QueueActor {
                 self.capacity.sample();
             }
             QueueCmd::Shutdown => self.stopped = true,
-            QueueCmd::Kick | QueueCmd::RemoteDeliveries(..) | QueueCmd::RemoteCancelled(_) => {}
+            QueueCmd::Kick
+            | QueueCmd::RemoteDeliveries(..)
+            | QueueCmd::RemoteCancelled(_)
+            | QueueCmd::RemoteTimedOut(..) => {}
         }
     }
 
