@@ -55,6 +55,9 @@ pub struct Broker {
     /// What this node answers when another node asks for one of its views (the management
     /// API's connections, channels, consumers), set by the front end that shows them.
     pub views: Views,
+    /// What this node answers when `warren ctl -n` on another machine or node names it: a
+    /// management API request run as the local CLI socket runs it, set by the HTTP front end.
+    pub cli: Slot<CliHook>,
     /// When the node started (`uptime` in the management API and `warren ctl status`).
     pub started: std::time::Instant,
     /// This run of the node, random at each start: other nodes tell its consumers apart
@@ -64,27 +67,51 @@ pub struct Broker {
     app_running: AtomicBool,
 }
 
-/// The [`ViewHook`] slot, set once.
-#[derive(Default)]
-pub struct Views(std::sync::OnceLock<ViewHook>);
+/// A hook a front end sets once for the core to call ([`ViewHook`], [`CliHook`]).
+pub struct Slot<T>(std::sync::OnceLock<T>);
 
-impl Views {
+impl<T> Default for Slot<T> {
+    fn default() -> Self {
+        Slot(std::sync::OnceLock::new())
+    }
+}
+
+impl<T> Slot<T> {
     /// Sets the hook (the first one set stays).
-    pub fn set(&self, hook: ViewHook) {
+    pub fn set(&self, hook: T) {
         let _ = self.0.set(hook);
     }
 
     /// The hook, once set.
-    pub fn get(&self) -> Option<&ViewHook> {
+    pub fn get(&self) -> Option<&T> {
         self.0.get()
     }
 }
 
-impl std::fmt::Debug for Views {
+impl<T> std::fmt::Debug for Slot<T> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("Views")
+        f.write_str(if self.0.get().is_some() {
+            "Slot(set)"
+        } else {
+            "Slot(empty)"
+        })
     }
 }
+
+/// The [`ViewHook`] slot.
+pub type Views = Slot<ViewHook>;
+
+/// Runs a management API request (method, path with query, JSON body) as the local CLI
+/// socket would, answering with its status and body.
+pub type CliHook = Arc<
+    dyn Fn(
+            String,
+            String,
+            Vec<u8>,
+        ) -> std::pin::Pin<Box<dyn std::future::Future<Output = (u16, Vec<u8>)> + Send>>
+        + Send
+        + Sync,
+>;
 
 /// Answers another node's request for this node's view `kind` with its bytes.
 pub type ViewHook = Arc<
@@ -116,6 +143,7 @@ impl Broker {
             global_parameters: DashMap::new(),
             user_limits: DashMap::new(),
             views: Views::default(),
+            cli: Slot::default(),
             started: std::time::Instant::now(),
             incarnation: rand::random(),
             app_running: AtomicBool::new(true),

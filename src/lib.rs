@@ -212,6 +212,7 @@ impl Server {
         let metrics_addr = metrics_listener.local_addr()?;
         let (shutdown, rx) = watch::channel(false);
         let api = http::router(broker.clone());
+        http::cli::install(&broker, api.clone());
         let ctl_listener = local_socket(&cfg.data_dir.join(CTL_SOCKET))?;
         let header = std::time::Duration::from_secs(cfg.handshake_timeout.max(1));
         let prometheus = metrics::router(broker.clone());

@@ -160,7 +160,7 @@ async fn main() -> std::process::ExitCode {
         }
     };
     if let Some(Sub::Ctl(args)) = &cli.command {
-        let code = warren::ctl::run(args, &config.data_dir, &config.node_name);
+        let code = warren::ctl::run(args, &config);
         return std::process::ExitCode::from(code);
     }
     init_logging(config.log_format);

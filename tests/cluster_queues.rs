@@ -62,6 +62,22 @@ async fn passive(c: &Connection, name: &str) -> Result<u32, (Option<u16>, String
     }
 }
 
+/// `warren --config CONFIG ctl ARGS`: exit code, stdout, stderr.
+fn ctl_with(config: &std::path::Path, args: &[&str]) -> (i32, String, String) {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_warren"))
+        .arg("--config")
+        .arg(config)
+        .arg("ctl")
+        .args(args)
+        .output()
+        .expect("run warren ctl");
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
 /// Publishes `n` persistent messages `prefix-i` through `exchange` with `key` and waits for
 /// every confirm, which must be an ack.
 async fn publish_confirmed(c: &Connection, exchange: &str, key: &str, prefix: &str, n: u32) {
@@ -561,7 +577,7 @@ async fn exclusive_queues_are_locked_elsewhere_dead_letters_cross_nodes_and_bala
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_lost_node_gives_back_what_its_consumers_held_and_cancels_consumers_of_its_queues() {
-    let (specs, mut children, _) = three().await;
+    let (specs, mut children, seeds) = three().await;
     let a = within(amqp(specs[0].amqp, "%2F")).await.expect("a");
     let b = within(amqp(specs[1].amqp, "%2F")).await.expect("b");
     let c = within(amqp(specs[2].amqp, "%2F")).await.expect("c");
@@ -648,6 +664,44 @@ async fn a_lost_node_gives_back_what_its_consumers_held_and_cancels_consumers_of
     assert!(text.contains("no queue 'homed-on-b'"), "{text}");
     let r = request(specs[2].http, "GET", "/api/queues/%2F/homed-on-b", g, None).await;
     assert_eq!(r.status, 404, "{}", r.body);
+
+    // warren ctl -n: through a's configuration c answers for itself over the inter-node
+    // port; b, gone, does not (69). A configuration of no running node but with the secret
+    // and seed list reaches c and makes a user there that a then knows; a wrong secret
+    // reaches nothing.
+    let (rc, out, err) = ctl_with(
+        &specs[0].config,
+        &["-n", NAMES[2], "status", "--formatter", "json"],
+    );
+    assert_eq!(rc, 0, "{err}");
+    let status: serde_json::Value = serde_json::from_str(&out).expect("json");
+    let c_data = specs[2].dir.path().join("data");
+    assert_eq!(status["data_directory"], c_data.display().to_string());
+    let (rc, _, err) = ctl_with(&specs[0].config, &["-n", NAMES[1], "status"]);
+    assert_eq!(rc, 69, "{err}");
+    assert!(err.contains(NAMES[1]), "{err}");
+    let visitor = tempfile::tempdir().expect("dir");
+    let visit = |secret: &str| {
+        let cfg = visitor.path().join(format!("{secret}.toml"));
+        let seeds: Vec<String> = seeds.iter().map(|s| format!("{s:?}")).collect();
+        let toml = format!(
+            "node_name = \"warren-x@127.0.0.1\"\ndata_dir = {:?}\ncluster_secret = \"{secret}\"\n\
+             cluster_nodes = [{}]\n",
+            visitor.path().join("data"),
+            seeds.join(", ")
+        );
+        std::fs::write(&cfg, toml).expect("config");
+        cfg
+    };
+    let (rc, _, err) = ctl_with(
+        &visit("cookie"),
+        &["-n", NAMES[2], "add_user", "made-remotely", "pw"],
+    );
+    assert_eq!(rc, 0, "{err}");
+    let r = request(specs[0].http, "GET", "/api/users/made-remotely", g, None).await;
+    assert_eq!(r.status, 200, "{}", r.body);
+    let (rc, _, err) = ctl_with(&visit("not-the-cookie"), &["-n", NAMES[2], "list_users"]);
+    assert_eq!(rc, 69, "{err}");
 
     // All ten are read on c, the five b held marked redelivered.
     let on_c = channel(&c).await;

@@ -25,6 +25,7 @@ pub mod state_machine;
 pub mod transport;
 pub mod tree;
 pub mod types;
+pub mod visitor;
 
 pub use current::Current;
 pub use node::{ClusterError, MetaNode, NodeConfig};

@@ -1,5 +1,7 @@
 //! HTTP/1.1 over the node's local CLI socket: one request per connection, answered with its
-//! status and body (chunked bodies reassembled). Blocking, as a command-line tool is.
+//! status and body (chunked bodies reassembled); or, for `-n` naming another node, the same
+//! request carried to that node over the inter-node transport
+//! ([`crate::replication::cli::call_member`]). Blocking, as a command-line tool is.
 
 use serde_json::Value;
 use std::io::{Read, Write};
@@ -28,11 +30,34 @@ impl Answer {
     }
 }
 
-/// A client of one node's CLI socket.
+/// Where a client's requests go.
+#[derive(Clone, Debug)]
+pub enum Route {
+    /// The local node's CLI socket, at this path.
+    Socket(PathBuf),
+    /// The node named `node`, reached with this configuration's cluster secret.
+    Member {
+        /// The configuration (secret, seed list, inter-node TLS).
+        config: std::sync::Arc<crate::config::Config>,
+        /// The node's name.
+        node: String,
+    },
+}
+
+impl std::fmt::Display for Route {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Route::Socket(path) => write!(f, "its CLI socket at {}", path.display()),
+            Route::Member { node, .. } => write!(f, "node '{node}' over the inter-node port"),
+        }
+    }
+}
+
+/// A client of one node's management API, as its CLI sees it.
 #[derive(Clone, Debug)]
 pub struct Client {
-    /// The socket's path.
-    pub socket: PathBuf,
+    /// Where requests go.
+    pub route: Route,
     /// How long a request may take.
     pub timeout: Duration,
 }
@@ -45,7 +70,26 @@ impl Client {
         path: &str,
         body: Option<&Value>,
     ) -> std::io::Result<Answer> {
-        let mut s = UnixStream::connect(&self.socket)?;
+        let socket = match &self.route {
+            Route::Socket(socket) => socket,
+            Route::Member { config, node } => {
+                let body = body.map(Value::to_string).unwrap_or_default().into_bytes();
+                let call = crate::replication::cli::call_member(
+                    config,
+                    node,
+                    method,
+                    path,
+                    body,
+                    self.timeout,
+                );
+                let (status, body) = block_on(call)?.map_err(std::io::Error::other)?;
+                return Ok(Answer {
+                    status,
+                    body: String::from_utf8_lossy(&body).into_owned(),
+                });
+            }
+        };
+        let mut s = UnixStream::connect(socket)?;
         s.set_read_timeout(Some(self.timeout))?;
         s.set_write_timeout(Some(self.timeout))?;
         let body = body.map(Value::to_string).unwrap_or_default();
@@ -69,6 +113,18 @@ impl Client {
         } else {
             Err(format!("{} {}", a.status, a.body))
         }
+    }
+}
+
+/// Runs `f` to completion from this blocking code: on the runtime it is called from when
+/// there is one (ctl runs inside `main`'s), else on a runtime of its own.
+fn block_on<F: std::future::Future>(f: F) -> std::io::Result<F::Output> {
+    match tokio::runtime::Handle::try_current() {
+        Ok(handle) => Ok(tokio::task::block_in_place(|| handle.block_on(f))),
+        Err(_) => Ok(tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()?
+            .block_on(f)),
     }
 }
 

@@ -30,10 +30,9 @@ impl Ctx {
             UNAVAILABLE,
             format!(
                 "Error: unable to perform an operation on node '{}'. Please see diagnostics \
-                 information and suggestions below.\n\nIt has no CLI socket at {} that answers: \
-                 is it running with this data dir?",
-                self.node,
-                self.client.socket.display()
+                 information and suggestions below.\n\nNothing answers through {}: is it \
+                 running (with this data dir, or this cluster secret)?",
+                self.node, self.client.route
             ),
         )
     }
@@ -167,7 +166,9 @@ fn status(ctx: &Ctx) -> Outcome {
         .unwrap_or(0);
     let uptime = me["uptime"].as_u64().unwrap_or(0) / 1000;
     let listeners = listeners(&overview, &node);
-    let data = ctx.data_dir.display().to_string();
+    let data = me["db_dir"]
+        .as_str()
+        .map_or_else(|| ctx.data_dir.display().to_string(), str::to_owned);
     if ctx.style.json {
         let alarms = alarms_of(&me);
         println!(

@@ -11,9 +11,8 @@ mod client;
 mod commands;
 mod output;
 
-pub use client::{Answer, Client};
+pub use client::{Answer, Client, Route};
 
-use std::path::PathBuf;
 use std::time::Duration;
 
 /// rabbitmqctl's exit code when the node cannot be reached (EX_UNAVAILABLE).
@@ -26,7 +25,8 @@ pub const USAGE: u8 = 64;
 /// `warren ctl`'s options and command.
 #[derive(Debug, clap::Args)]
 pub struct CtlArgs {
-    /// The node to act on: the name of the node whose data dir is used (checked).
+    /// The node to act on: the local node by default; another node by name (reached over
+    /// the inter-node port with this configuration's cluster secret).
     #[arg(short = 'n', long = "node", global = true)]
     pub node: Option<String>,
     /// No informational banner.
@@ -121,33 +121,38 @@ pub enum Command {
     },
 }
 
-/// Runs `args` against the node whose data dir is `data_dir` (named `node_name` in its
-/// configuration); returns the exit code.
-pub fn run(args: &CtlArgs, data_dir: &std::path::Path, node_name: &str) -> u8 {
+/// Runs `args` against the node of `config` (through its CLI socket in its data dir), or
+/// against the node `-n` names when that is another one (over the inter-node transport, with
+/// the configuration's cluster secret, as rabbitmqctl reaches a remote node with the Erlang
+/// cookie); returns the exit code.
+pub fn run(args: &CtlArgs, config: &crate::config::Config) -> u8 {
     let style = output::Style {
         quiet: args.quiet,
         silent: args.silent,
         json: args.formatter.as_deref() == Some("json"),
     };
-    let client = Client {
-        socket: PathBuf::from(data_dir).join(crate::CTL_SOCKET),
-        timeout: Duration::from_secs(args.timeout.unwrap_or(60)),
+    let (route, node) = match &args.node {
+        Some(n) if *n != config.node_name => (
+            Route::Member {
+                config: std::sync::Arc::new(config.clone()),
+                node: n.clone(),
+            },
+            n.clone(),
+        ),
+        _ => (
+            Route::Socket(config.data_dir.join(crate::CTL_SOCKET)),
+            config.node_name.clone(),
+        ),
     };
     let ctx = commands::Ctx {
-        client,
+        client: Client {
+            route,
+            timeout: Duration::from_secs(args.timeout.unwrap_or(60)),
+        },
         style,
-        node: node_name.to_owned(),
-        data_dir: data_dir.to_path_buf(),
+        node,
+        data_dir: config.data_dir.clone(),
         wait: Duration::from_secs(args.timeout.unwrap_or(300)),
     };
-    if let Some(n) = &args.node {
-        if n != node_name {
-            eprintln!(
-                "Error: {n} is not the node whose data dir this is ({node_name}); warren ctl acts \
-                 through the local node (give its --config or --data-dir)"
-            );
-            return USAGE;
-        }
-    }
     commands::run(&ctx, &args.command)
 }

@@ -188,6 +188,7 @@ pub(crate) async fn nodes(State(b): State<AppState>, _: Authenticated) -> Json<V
         "mem_limit": b.alarms.memory_limit(),
         "disk_free": crate::alarms::disk_free(&b.config.data_dir).unwrap_or(0),
         "disk_free_limit": b.alarms.disk_limit(),
+        "db_dir": b.config.data_dir.display().to_string(),
         "listeners": b.listeners().iter().map(|(p, a)| json!({
             "protocol": p, "ip_address": a.ip().to_string(), "port": a.port()
         })).collect::<Vec<_>>(),

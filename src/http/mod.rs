@@ -4,6 +4,7 @@
 
 mod bindings;
 mod channels;
+pub mod cli;
 mod cluster_views;
 mod connections;
 mod consumers;

@@ -280,7 +280,7 @@ async fn tell(b: &Broker, notice: Notice, wait: bool) {
     };
     let Ok(request) = codec::encode(&notice)
         .map_err(|e| CoreError::Internal(e.to_string()))
-        .and_then(|notice| forward::exclusive_request(node.name(), notice))
+        .and_then(|notice| super::wire::exclusive_request(node.name(), notice))
     else {
         return;
     };
@@ -349,7 +349,7 @@ pub(super) fn gone(b: &Arc<Broker>, q: &QueueShared) {
 async fn ask(b: &Broker, to: &str, notice: Notice) -> Option<Answer> {
     let node = b.cluster.get()?;
     let notice = codec::encode(&notice).ok()?;
-    let request = forward::exclusive_request(node.name(), notice).ok()?;
+    let request = super::wire::exclusive_request(node.name(), notice).ok()?;
     let answer = node.call_app(to, request, NOTICE_WAIT).await.ok()?;
     codec::decode(&answer).ok()
 }

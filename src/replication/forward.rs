@@ -10,6 +10,7 @@
 //! answering, the batch is requeued and the consumer cancelled.
 
 use super::unavailable;
+use super::wire::{App, Origin};
 use crate::broker::Broker;
 use crate::cluster::codec;
 use crate::cluster::node::AppHandler;
@@ -24,7 +25,6 @@ use crate::queue::remote::{
 use crate::queue::{QueueRef, QueueShared};
 use crate::vhost::VHost;
 use dashmap::DashMap;
-use serde::{Deserialize, Serialize};
 use std::collections::BTreeSet;
 use std::future::Future;
 use std::pin::Pin;
@@ -46,73 +46,10 @@ const WATCH_EVERY: Duration = Duration::from_secs(1);
 /// Checks in a row that node may miss before its deliveries are requeued.
 const WATCH_MISSES: u32 = 2;
 
-/// A node, as one run of it: its consumers and what they hold belong to that run.
-#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
-struct Origin {
-    node: String,
-    incarnation: u64,
-}
-
-/// A request between the core halves of two nodes.
-#[derive(Debug, Serialize, Deserialize)]
-enum App {
-    /// An operation on a queue that lives on the receiver, for a client of `origin`.
-    Queue {
-        vhost: String,
-        queue: String,
-        origin: Origin,
-        op: RemoteOp,
-    },
-    /// Deliveries from a queue's home node to consumer `consumer` of the receiver's run
-    /// `incarnation` (refused by a later run).
-    Deliveries {
-        vhost: String,
-        queue: String,
-        consumer: u64,
-        incarnation: u64,
-        items: Vec<RemoteDelivery>,
-    },
-    /// The home node cancelled consumer `consumer` of the receiver's run `incarnation`.
-    Cancelled {
-        vhost: String,
-        queue: String,
-        consumer: u64,
-        incarnation: u64,
-    },
-    /// The receiver's view `kind` ([`crate::broker::ViewHook`]), answered with its bytes.
-    View(String),
-    /// Is the receiver still in its run `incarnation`? (`Done`, or a refusal after a restart.)
-    Alive(u64),
-    /// About the exclusive queues of node `from` (the encoded notice), answered by the
-    /// receiver's [`NoticeHandler`].
-    Exclusive { from: String, notice: Vec<u8> },
-    /// Close the receiver's client connection `name` with `reason` (320 CONNECTION_FORCED),
-    /// as the management API of another node asked.
-    CloseConnection { name: String, reason: String },
-    /// A delivery to consumer `consumer` of the receiver's run `incarnation` stayed unacked
-    /// past the consumer timeout (`timeout` ms): the receiver closes its channel.
-    TimedOut {
-        vhost: String,
-        queue: String,
-        consumer: u64,
-        incarnation: u64,
-        timeout: u64,
-    },
-}
-
 /// What answers another node's notice about its exclusive queues: given this node's broker,
 /// the sender's name and the notice's bytes, the answer's bytes.
 pub type NoticeHandler =
     fn(Arc<Broker>, String, Vec<u8>) -> Pin<Box<dyn Future<Output = Vec<u8>> + Send>>;
-
-/// The request carrying the encoded `notice` from node `from`.
-pub(super) fn exclusive_request(from: &str, notice: Vec<u8>) -> Result<Vec<u8>, CoreError> {
-    let app = App::Exclusive {
-        from: from.to_owned(),
-        notice,
-    };
-    codec::encode(&app).map_err(|e| CoreError::Internal(e.to_string()))
-}
 
 fn failed(e: &CoreError) -> RemoteReply {
     let text = match e {
@@ -255,6 +192,9 @@ pub fn handler(b: &Arc<Broker>, notices: NoticeHandler) -> AppHandler {
         Box::pin(async move {
             let reply = match codec::decode::<App>(&bytes) {
                 Ok(App::View(kind)) => return f.view(kind).await,
+                Ok(App::Cli { method, path, body }) => {
+                    return super::cli::answer(f.broker.upgrade(), method, path, body).await
+                }
                 Ok(App::Exclusive { from, notice }) => {
                     return match f.broker.upgrade() {
                         Some(b) => notices(b, from, notice).await,
@@ -339,7 +279,9 @@ impl Forwarder {
                 }
                 RemoteReply::Done
             }
-            App::View(_) | App::Alive(_) | App::Exclusive { .. } => RemoteReply::Done,
+            App::View(_) | App::Alive(_) | App::Exclusive { .. } | App::Cli { .. } => {
+                RemoteReply::Done
+            }
             App::CloseConnection { name, reason } => match b.connections.by_name(&name) {
                 Some(c) => {
                     c.force_close(&reason);

@@ -17,6 +17,7 @@
 
 mod access;
 mod auto_delete;
+pub mod cli;
 mod exchanges;
 mod exclusive;
 mod forward;
@@ -24,6 +25,7 @@ mod membership;
 mod publish;
 mod queues;
 mod vhosts;
+mod wire;
 
 pub use auto_delete::auto_delete_decider;
 pub use exclusive::mend_handles;
