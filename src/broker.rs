@@ -13,7 +13,7 @@ use crate::vhost::policies::component;
 use crate::vhost::publish::{NoConfirms, PublishContext, RouteState};
 use crate::vhost::{ExchangeOptions, VHost};
 use dashmap::DashMap;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 /// The runtime-parameter component of global parameters.
@@ -63,8 +63,9 @@ pub struct Broker {
     /// This run of the node, random at each start: other nodes tell its consumers apart
     /// from those of an earlier run with the same ids.
     pub incarnation: u64,
-    /// False between `stop_app` and `start_app` (RabbitMQ's: no client connections).
-    app_running: AtomicBool,
+    /// False between `stop_app` and `start_app` (RabbitMQ's: no client connections); the
+    /// HTTP listeners watch it to drop their open connections.
+    app_running: tokio::sync::watch::Sender<bool>,
 }
 
 /// A hook a front end sets once for the core to call ([`ViewHook`], [`CliHook`]).
@@ -146,7 +147,7 @@ impl Broker {
             cli: Slot::default(),
             started: std::time::Instant::now(),
             incarnation: rand::random(),
-            app_running: AtomicBool::new(true),
+            app_running: tokio::sync::watch::Sender::new(true),
             alarms: crate::alarms::Alarms::new(&config),
             store,
             config,
@@ -333,7 +334,7 @@ impl Broker {
     /// refused until [`Broker::start_app`]; the node stays in its cluster and answers its
     /// peers and its CLI socket (what `join_cluster` wants before it resets the node).
     pub fn stop_app(&self) {
-        self.app_running.store(false, Ordering::SeqCst);
+        self.app_running.send_replace(false);
         for c in self.connections.list() {
             c.force_close("broker forced connection closure with reason 'shutdown'");
         }
@@ -341,12 +342,17 @@ impl Broker {
 
     /// RabbitMQ's `start_app`: client connections are accepted again.
     pub fn start_app(&self) {
-        self.app_running.store(true, Ordering::SeqCst);
+        self.app_running.send_replace(true);
     }
 
     /// Whether client connections are accepted (not between `stop_app` and `start_app`).
     pub fn app_running(&self) -> bool {
-        self.app_running.load(Ordering::SeqCst)
+        *self.app_running.borrow()
+    }
+
+    /// Told of every `stop_app` and `start_app` (the value: running).
+    pub fn app_state(&self) -> tokio::sync::watch::Receiver<bool> {
+        self.app_running.subscribe()
     }
 
     /// Deletes a virtual host as RabbitMQ does: its connections are closed with 320, its

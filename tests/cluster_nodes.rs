@@ -812,6 +812,30 @@ async fn http_answers(at: SocketAddr) -> bool {
     matches!(read, Ok(Ok(_))) && got.starts_with(b"HTTP/1.1")
 }
 
+/// A connection to `at` that has had one keep-alive request answered, left open.
+async fn kept_alive(at: SocketAddr) -> tokio::net::TcpStream {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut s = tokio::net::TcpStream::connect(at).await.expect("connect");
+    let ask = "GET /api/overview HTTP/1.1\r\nHost: x\r\n\r\n";
+    s.write_all(ask.as_bytes()).await.expect("ask");
+    let mut got = Vec::new();
+    let mut buf = [0u8; 4096];
+    while !got.windows(4).any(|w| w == b"\r\n\r\n") {
+        let n = tokio::time::timeout(Duration::from_secs(5), s.read(&mut buf))
+            .await
+            .expect("answered in time")
+            .expect("read");
+        assert!(n > 0, "closed before answering");
+        got.extend_from_slice(&buf[..n]);
+    }
+    assert!(
+        got.starts_with(b"HTTP/1.1 "),
+        "{}",
+        String::from_utf8_lossy(&got)
+    );
+    s
+}
+
 async fn queue_names(at: SocketAddr) -> Vec<String> {
     let (_, list) = get_json(at, "/api/queues").await;
     let mut names: Vec<String> = list
@@ -874,6 +898,9 @@ async fn join_cluster_resets_a_node_into_another_cluster_and_it_can_leave_it_for
         .await
         .expect("declare on b");
 
+    // A keep-alive HTTP connection to d, answered once.
+    let mut kept = kept_alive(d).await;
+
     // As in RabbitMQ, the node must be stopped first.
     let (rc, _, err) = ctl(&d_spec, &["join_cluster", &seeds[0]]).await;
     assert_eq!(rc, 64, "{err}");
@@ -889,6 +916,17 @@ async fn join_cluster_resets_a_node_into_another_cluster_and_it_can_leave_it_for
         !http_answers(d).await,
         "the HTTP port is closed with the app"
     );
+    {
+        use tokio::io::AsyncReadExt;
+        // The rest of the first answer's body, then the end: well within the 10 s an idle
+        // keep-alive connection is otherwise given.
+        let mut rest = Vec::new();
+        let read = tokio::time::timeout(Duration::from_secs(3), kept.read_to_end(&mut rest)).await;
+        assert!(
+            read.is_ok(),
+            "the open keep-alive connection went with the app"
+        );
+    }
     let (rc, _, err) = ctl(&d_spec, &["check_running"]).await;
     assert_eq!(rc, 69, "{err}");
     assert!(err.contains("is not running"), "{err}");

@@ -613,9 +613,17 @@ async fn serve_with(
     broker: Arc<Broker>,
 ) {
     let mut conns = tokio::task::JoinSet::new();
+    let mut app_state = broker.app_state();
     loop {
         tokio::select! {
             _ = shutdown.changed() => break,
+            Ok(()) = app_state.changed() => {
+                // stop_app: the open connections go too (keep-alive ones included), as
+                // RabbitMQ's stopped listeners take theirs with them.
+                if !*app_state.borrow_and_update() {
+                    conns.abort_all();
+                }
+            }
             accepted = listener.accept() => {
                 let Ok((socket, peer)) = accepted else {
                     tokio::time::sleep(Duration::from_millis(50)).await;
