@@ -13,7 +13,8 @@
 //! node's management API.
 //! Another node's exclusive queue is locked (405) and listed with its node (the RPC and
 //! pub/sub paths to exclusive queues are in `cluster_exclusive.rs`); dead-lettering crosses
-//! nodes; `x-queue-leader-locator=balanced` spreads queues over the nodes; a redeclare on
+//! nodes, and so do alternate exchanges and the delayed-message exchange;
+//! `x-queue-leader-locator=balanced` spreads queues over the nodes; a redeclare on
 //! another node counts as use for `x-expires`; a consumer timeout closes the consumer's
 //! channel on its own node.
 
@@ -468,6 +469,106 @@ async fn exclusive_queues_are_locked_elsewhere_dead_letters_cross_nodes_and_bala
     .await
     .expect("reject");
     eventually_count(&c, "dead", 1, "dead-lettered across nodes").await;
+
+    // An alternate exchange crosses nodes: "main" declared on a with "alt" (declared on b)
+    // as its alternate; a queue declared on c bound to "alt"; a message published on b that
+    // "main" cannot route lands there.
+    let durable_x = lapin::options::ExchangeDeclareOptions {
+        durable: true,
+        ..Default::default()
+    };
+    within(on_b.exchange_declare(
+        "alt".into(),
+        lapin::ExchangeKind::Fanout,
+        durable_x,
+        FieldTable::default(),
+    ))
+    .await
+    .expect("alt on b");
+    let mut with_ae = FieldTable::default();
+    with_ae.insert(
+        "alternate-exchange".into(),
+        lapin::types::AMQPValue::LongString("alt".into()),
+    );
+    within(on_a.exchange_declare(
+        "main".into(),
+        lapin::ExchangeKind::Direct,
+        durable_x,
+        with_ae,
+    ))
+    .await
+    .expect("main on a");
+    within(on_c.queue_declare("caught".into(), durable(), FieldTable::default()))
+        .await
+        .expect("caught on c");
+    within(on_a.queue_bind(
+        "caught".into(),
+        "alt".into(),
+        "".into(),
+        QueueBindOptions::default(),
+        FieldTable::default(),
+    ))
+    .await
+    .expect("bind caught on a");
+    publish_confirmed(&b, "main", "nobody", "ae", 2).await;
+    eventually_count(&a, "caught", 2, "caught by the alternate across nodes").await;
+
+    // The delayed-message exchange crosses nodes: declared on c, a queue declared on a bound
+    // to it on b; a message published on b with x-delay 1 s is held, then reaches the queue.
+    let mut delayed_type = FieldTable::default();
+    delayed_type.insert(
+        "x-delayed-type".into(),
+        lapin::types::AMQPValue::LongString("direct".into()),
+    );
+    within(on_c.exchange_declare(
+        "later".into(),
+        lapin::ExchangeKind::Custom("x-delayed-message".into()),
+        durable_x,
+        delayed_type,
+    ))
+    .await
+    .expect("later on c");
+    within(on_a.queue_declare("in-time".into(), durable(), FieldTable::default()))
+        .await
+        .expect("in-time on a");
+    within(on_b.queue_bind(
+        "in-time".into(),
+        "later".into(),
+        "k".into(),
+        QueueBindOptions::default(),
+        FieldTable::default(),
+    ))
+    .await
+    .expect("bind in-time on b");
+    let mut delay = FieldTable::default();
+    delay.insert("x-delay".into(), lapin::types::AMQPValue::LongInt(1000));
+    let published = Instant::now();
+    within(
+        on_b.basic_publish(
+            "later".into(),
+            "k".into(),
+            BasicPublishOptions::default(),
+            b"held",
+            BasicProperties::default()
+                .with_delivery_mode(2)
+                .with_headers(delay),
+        ),
+    )
+    .await
+    .expect("publish delayed on b");
+    assert_eq!(passive(&c, "in-time").await, Ok(0), "held for its delay");
+    eventually_count(&c, "in-time", 1, "delivered after its delay across nodes").await;
+    assert!(
+        published.elapsed() >= Duration::from_millis(900),
+        "{:?}",
+        published.elapsed()
+    );
+    // Gone again, so the balanced placement below counts what it counted before.
+    for q in ["caught", "in-time"] {
+        within(on_b.queue_delete(q.into(), QueueDeleteOptions::default()))
+            .await
+            .expect("delete through b");
+    }
     eventually_count(&b, "doomed", 0, "gone from its queue").await;
 
     // x-queue-leader-locator=balanced spreads queues declared on b over the three nodes.
