@@ -333,6 +333,25 @@ async fn vhosts_policies_limits_and_parameters_made_on_one_node_hold_on_every_no
         )
         .await;
     }
+    // ... and what a client's connection.start says on every node.
+    for port in ports {
+        use amq_protocol::protocol::{connection, AMQPClass};
+        use amq_protocol::types::AMQPValue;
+        let mut raw = common::raw::Raw::connect(([127, 0, 0, 1], port).into()).await;
+        raw.send(b"AMQP\x00\x00\x09\x01").await;
+        let Some(amq_protocol::frame::AMQPFrame::Method(
+            0,
+            AMQPClass::Connection(connection::AMQPMethod::Start(start)),
+        )) = raw.frame().await
+        else {
+            panic!("no connection.start");
+        };
+        let name = start.server_properties.inner().get("cluster_name").cloned();
+        assert!(
+            matches!(&name, Some(AMQPValue::LongString(s)) if s.to_string() == "warren-test"),
+            "{name:?}"
+        );
+    }
     let ids: Vec<Value> = {
         let mut ids = Vec::new();
         for at in [a, b, c] {

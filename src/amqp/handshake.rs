@@ -72,7 +72,7 @@ fn server_properties(broker: &Broker) -> FieldTable {
     let mut p = FieldTable::default();
     let s = |v: &str| AMQPValue::LongString(LongString::from(v.as_bytes().to_vec()));
     p.insert("capabilities".into(), AMQPValue::FieldTable(caps));
-    p.insert("cluster_name".into(), s(&broker.config.cluster_name));
+    p.insert("cluster_name".into(), s(&broker.cluster_name()));
     p.insert("copyright".into(), s("Copyright (c) the Warren authors"));
     p.insert(
         "information".into(),
