@@ -1,6 +1,6 @@
 //! Three real `warren` processes formed into a cluster by their seed lists (`cluster_nodes`,
 //! `cluster_secret`), each on its own loopback ports and data dir: every node's
-//! `/api/nodes` lists all three running; a node killed with SIGKILL shows as not running on
+//! `/api/nodes` lists all three running, each with its own stats and links; a node killed with SIGKILL shows as not running on
 //! the others and running again after its restart; a node with another secret that tries to
 //! join through the seeds is never taken in. Users are replicated: one created over HTTP on
 //! one node logs in on the others (with permissions granted on one node, over AMQP on
@@ -22,12 +22,59 @@ async fn a_seed_list_forms_a_cluster_that_sees_a_killed_node_go_and_come_back() 
     let (specs, mut children, seeds) = three().await;
     let all_up: Vec<(&str, bool)> = names.iter().map(|n| (*n, true)).collect();
 
+    // Asked on a, every running node describes itself: its own process, memory and data
+    // dir, its links to the other two, no partitions.
+    let r = request(
+        specs[0].http,
+        "GET",
+        "/api/nodes",
+        Some(("guest", "guest")),
+        None,
+    )
+    .await;
+    let listed = r.json();
+    let listed = listed.as_array().expect("a list");
+    assert_eq!(listed.len(), 3, "{}", r.body);
+    let mut pids = std::collections::BTreeSet::new();
+    for (n, s) in listed.iter().zip(&specs) {
+        assert_eq!(n["name"], s.name.as_str());
+        assert_eq!(n["running"], true);
+        assert!(n["mem_used"].as_u64().unwrap_or(0) > 0, "{n}");
+        assert_eq!(n["db_dir"], s.dir.path().join("data").display().to_string());
+        assert_eq!(n["partitions"], serde_json::json!([]), "{n}");
+        let mut links: Vec<&str> = n["cluster_links"]
+            .as_array()
+            .expect("links")
+            .iter()
+            .filter_map(|l| l["name"].as_str())
+            .collect();
+        links.sort_unstable();
+        let others: Vec<&str> = names.iter().copied().filter(|m| *m != s.name).collect();
+        assert_eq!(links, others, "{n}");
+        pids.insert(n["os_pid"].as_str().unwrap_or_default().to_string());
+    }
+    assert_eq!(pids.len(), 3, "three processes: {pids:?}");
+
     // kill -9 of c: a and b see it down.
     children[2].kill().await.expect("kill");
     let c_down = [(names[0], true), (names[1], true), (names[2], false)];
     for s in &specs[..2] {
         eventually_nodes(s.http, &c_down, "c killed").await;
     }
+    let r = request(
+        specs[0].http,
+        "GET",
+        "/api/nodes",
+        Some(("guest", "guest")),
+        None,
+    )
+    .await;
+    let c = r.json()[2].clone();
+    assert_eq!(
+        (c["running"].clone(), c.get("mem_used")),
+        (false.into(), None),
+        "{c}"
+    );
     // c restarts on its data dir and ports, and is seen again.
     children[2] = spawn(&specs[2]);
     for s in &specs {

@@ -3,14 +3,18 @@
 //! TCP packet from and to one of them (needs root; `tests/tools/install-iptables` installs
 //! iptables). The node cut off refuses metadata writes after its bounded wait, with a clear
 //! error, while it keeps serving publishes, confirms and gets on the queue it hosts; the
-//! other two keep writing; once the cut heals, the node catches up and writes again.
+//! other two keep writing; once the cut heals, the node catches up and writes again. A
+//! partial cut (two nodes that cannot reach each other, both reaching the third) shows in
+//! `/api/nodes` as each one's `partitions`.
 
 mod common;
 
 use common::cluster::*;
+use common::http::request;
 use lapin::options::{BasicGetOptions, BasicPublishOptions, ExchangeDeclareOptions};
 use lapin::types::FieldTable;
 use lapin::{BasicProperties, Connection, ExchangeKind};
+use serde_json::Value;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
@@ -44,26 +48,38 @@ fn iptables(args: &[String]) {
 }
 
 impl Cut {
+    /// Every TCP packet from and to `ip` dropped.
     fn off(ip: &str) -> Cut {
-        let rules: Vec<Vec<String>> = ["-s", "-d"]
+        Cut::with(&[&["-s", ip], &["-d", ip]])
+    }
+
+    /// Only the packets between `x` and `y` dropped (a partial partition).
+    fn between(x: &str, y: &str) -> Cut {
+        Cut::with(&[&["-s", x, "-d", y], &["-s", y, "-d", x]])
+    }
+
+    fn with(matches: &[&[&str]]) -> Cut {
+        let rules: Vec<Vec<String>> = matches
             .iter()
-            .map(|dir| {
-                [
-                    "INPUT",
-                    dir,
-                    ip,
-                    "-p",
-                    "tcp",
-                    "-m",
-                    "comment",
-                    "--comment",
-                    "warren-partition-test",
-                    "-j",
-                    "DROP",
-                ]
-                .iter()
-                .map(|s| s.to_string())
-                .collect()
+            .map(|m| {
+                ["INPUT"]
+                    .iter()
+                    .chain(m.iter())
+                    .chain(
+                        [
+                            "-p",
+                            "tcp",
+                            "-m",
+                            "comment",
+                            "--comment",
+                            "warren-partition-test",
+                            "-j",
+                            "DROP",
+                        ]
+                        .iter(),
+                    )
+                    .map(|s| s.to_string())
+                    .collect()
             })
             .collect();
         for r in &rules {
@@ -225,5 +241,48 @@ async fn a_node_cut_off_refuses_metadata_writes_serves_its_queues_and_catches_up
     within(exchange(&c, "after-heal", true))
         .await
         .expect("what a wrote after healing is on c");
+
+    // A partial partition: a and b cannot reach each other, c reaches both. c's /api/nodes
+    // shows a and b each partitioned from the other, all three running.
+    let mut partial = Cut::between(APART[0].1, APART[1].1);
+    let start = Instant::now();
+    loop {
+        let r = request(
+            specs[2].http,
+            "GET",
+            "/api/nodes",
+            Some(("guest", "guest")),
+            None,
+        )
+        .await;
+        let seen: Vec<(String, Value)> = r
+            .json()
+            .as_array()
+            .map(|l| {
+                l.iter()
+                    .map(|n| {
+                        (
+                            n["name"].as_str().unwrap_or_default().to_owned(),
+                            n["partitions"].clone(),
+                        )
+                    })
+                    .collect()
+            })
+            .unwrap_or_default();
+        let want = vec![
+            (APART[0].0.to_owned(), serde_json::json!([APART[1].0])),
+            (APART[1].0.to_owned(), serde_json::json!([APART[0].0])),
+            (APART[2].0.to_owned(), serde_json::json!([])),
+        ];
+        if seen == want {
+            break;
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(20),
+            "partitions never showed: {seen:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(300)).await;
+    }
+    partial.heal();
     drop(specs);
 }

@@ -54,6 +54,11 @@ impl Peers {
         )
     }
 
+    /// The peer `id`, if this node has called it.
+    pub fn known(&self, id: NodeId) -> Option<Arc<Peer>> {
+        self.map.get(&id).map(|p| p.clone())
+    }
+
     /// The peer `id` at `addr` (a new one when its address changed).
     pub fn get(&self, id: NodeId, addr: &str) -> Arc<Peer> {
         if let Some(p) = self.map.get(&id) {

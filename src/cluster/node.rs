@@ -353,6 +353,22 @@ impl MetaNode {
         }
     }
 
+    /// This node's links to the other members: (member, bytes sent, bytes received) by this
+    /// node's calls to it (zeros for one it has not called).
+    pub fn links(&self) -> Vec<(Member, u64, u64)> {
+        self.members()
+            .into_iter()
+            .filter(|(m, _)| m.name != self.name)
+            .map(|(m, _)| {
+                let (sent, received) = self
+                    .peers
+                    .known(node_id(&m.name))
+                    .map_or((0, 0), |p| p.traffic());
+                (m, sent, received)
+            })
+            .collect()
+    }
+
     /// Whether the membership this node last applied has another node in it.
     pub fn has_peers(&self) -> bool {
         let metrics = self.raft.metrics();

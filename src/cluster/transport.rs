@@ -72,6 +72,9 @@ pub struct Peer {
     /// The local address connections leave from (None: the system's choice).
     bind: Option<IpAddr>,
     idle: Mutex<Vec<Conn>>,
+    /// Request bytes sent to the peer and answer bytes received from it (frames' payloads).
+    sent: std::sync::atomic::AtomicU64,
+    received: std::sync::atomic::AtomicU64,
 }
 
 /// A TCP connection to `addr`, from `bind` when given.
@@ -114,7 +117,15 @@ impl Peer {
             tls,
             bind,
             idle: Mutex::new(Vec::new()),
+            sent: Default::default(),
+            received: Default::default(),
         }
+    }
+
+    /// Bytes sent to the peer and received from it so far, by this node's calls.
+    pub fn traffic(&self) -> (u64, u64) {
+        use std::sync::atomic::Ordering::Relaxed;
+        (self.sent.load(Relaxed), self.received.load(Relaxed))
     }
 
     /// The peer's address.
@@ -174,6 +185,11 @@ impl Peer {
             }
         };
         let response = codec::decode(&answer).map_err(|e| failed(e.to_string()))?;
+        {
+            use std::sync::atomic::Ordering::Relaxed;
+            self.sent.fetch_add(bytes.len() as u64, Relaxed);
+            self.received.fetch_add(answer.len() as u64, Relaxed);
+        }
         if let Ok(mut idle) = self.idle.lock() {
             if idle.len() < IDLE_PER_PEER {
                 idle.push(conn);

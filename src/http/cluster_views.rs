@@ -18,6 +18,8 @@ pub(crate) const CHANNELS: &str = "channels";
 pub(crate) const CONSUMERS: &str = "consumers";
 /// This node's connection and channel counts and message rates.
 pub(crate) const TOTALS: &str = "totals";
+/// This node as `/api/nodes` shows it ([`super::nodes::local`]).
+pub(crate) const NODE: &str = "node";
 /// The queues whose home is this node, as `/api/queues` shows them.
 pub(crate) const QUEUES: &str = "queues";
 /// Followed by `vhost\nname`: that queue of this node, as `/api/queues/{vhost}/{name}` shows it.

@@ -167,39 +167,6 @@ pub(crate) async fn aliveness(
     })
 }
 
-pub(crate) async fn nodes(State(b): State<AppState>, _: Authenticated) -> Json<Value> {
-    let (fd_used, fd_total) = (
-        std::fs::read_dir("/proc/self/fd").map_or(0, |d| d.count()),
-        rlimit::getrlimit(rlimit::Resource::NOFILE).map_or(0, |(soft, _)| soft),
-    );
-    let mut nodes = vec![json!({
-        "name": super::node_name(&b),
-        "type": "disc",
-        "running": true,
-        "being_drained": false,
-        "os_pid": std::process::id().to_string(),
-        "uptime": u64::try_from(b.started.elapsed().as_millis()).unwrap_or(u64::MAX),
-        "fd_used": fd_used,
-        "fd_total": fd_total,
-        "sockets_used": b.connections.len(),
-        "disk_free_alarm": b.alarms.state().disk || b.store.failing(),
-        "mem_alarm": b.alarms.state().memory,
-        "mem_used": crate::alarms::resident_memory().unwrap_or(0),
-        "mem_limit": b.alarms.memory_limit(),
-        "disk_free": crate::alarms::disk_free(&b.config.data_dir).unwrap_or(0),
-        "disk_free_limit": b.alarms.disk_limit(),
-        "db_dir": b.config.data_dir.display().to_string(),
-        "listeners": b.listeners().iter().map(|(p, a)| json!({
-            "protocol": p, "ip_address": a.ip().to_string(), "port": a.port()
-        })).collect::<Vec<_>>(),
-    })];
-    if let Some(node) = b.cluster.get() {
-        nodes.extend(other_members(&node).await);
-    }
-    nodes.sort_by(|x, y| x["name"].as_str().cmp(&y["name"].as_str()));
-    Json(Value::Array(nodes))
-}
-
 /// `DELETE /api/nodes/{name}` (Warren's, for `warren ctl forget_cluster_node`): removes a
 /// member that is not running from the cluster, as RabbitMQ's forget_cluster_node does
 /// (a running node, or this node itself, is refused).
@@ -287,18 +254,7 @@ pub(crate) async fn start_app(State(b): State<AppState>, _: Administrator) -> St
 }
 
 /// How long a member may take to answer the ping that says it is running.
-const PING_TIMEOUT: std::time::Duration = std::time::Duration::from_millis(500);
-
-/// The cluster's other members, `running` when they answer a ping through the inter-node
-/// handshake within half a second (stats are only known for this node so far).
-async fn other_members(node: &Arc<crate::cluster::MetaNode>) -> Vec<Value> {
-    node.member_status(PING_TIMEOUT)
-        .await
-        .into_iter()
-        .filter(|s| s.member.name != node.name())
-        .map(|s| json!({"name": s.member.name, "type": "disc", "running": s.running}))
-        .collect()
-}
+pub(crate) const PING_TIMEOUT: std::time::Duration = std::time::Duration::from_millis(500);
 
 /// `node-is-quorum-critical`: failed when stopping this node would leave a replicated
 /// group without a majority. Replicated queues are not here yet; the metadata group is, and

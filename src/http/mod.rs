@@ -14,6 +14,7 @@ mod exchanges;
 mod health;
 mod lenient;
 mod listing;
+mod nodes;
 mod overview;
 mod permissions;
 mod policies;
@@ -321,6 +322,7 @@ async fn local_view(b: AppState, kind: String) -> serde_json::Value {
         cluster_views::CONSUMERS => Value::Array(consumers::consumers_of(&b, None).await),
         cluster_views::TOTALS => overview::local_totals(&b),
         cluster_views::QUEUES => Value::Array(queues::home_json(&b).await),
+        cluster_views::NODE => nodes::local(&b).await,
         k => match k
             .strip_prefix(cluster_views::QUEUE)
             .and_then(|k| k.split_once('\n'))
@@ -357,7 +359,7 @@ pub fn router(broker: Arc<Broker>) -> Router {
             "/api/definitions/{vhost}",
             get(definitions::export_vhost).post(definitions::import_vhost),
         )
-        .route("/api/nodes", get(health::nodes))
+        .route("/api/nodes", get(nodes::nodes))
         .route(
             "/api/nodes/{name}",
             axum::routing::delete(health::forget_node),
