@@ -772,17 +772,7 @@ fn node_pki(dir: &std::path::Path, ca_name: &str) -> String {
 async fn over_cluster_tls_nodes_form_and_replicate_and_a_peer_the_ca_did_not_sign_stays_out() {
     let pki = tempfile::tempdir().expect("dir");
     let tls = node_pki(pki.path(), "Warren cluster CA");
-    let ports = [free_port(), free_port(), free_port()];
-    let seeds: Vec<String> = NAMES
-        .iter()
-        .zip(ports)
-        .map(|(n, p)| format!("{n}:{p}"))
-        .collect();
-    let specs: Vec<Spec> = NAMES
-        .iter()
-        .zip(ports)
-        .map(|(n, p)| spec_with(n, p, "cookie", &seeds, &tls))
-        .collect();
+    let (specs, seeds) = three_specs(&tls);
     let _children: Vec<_> = specs.iter().map(spawn).collect();
     let all_up: Vec<(&str, bool)> = NAMES.iter().map(|n| (*n, true)).collect();
     for s in &specs {

@@ -63,22 +63,6 @@ async fn passive(c: &Connection, name: &str) -> Result<u32, (Option<u16>, String
     }
 }
 
-/// `warren --config CONFIG ctl ARGS`: exit code, stdout, stderr.
-fn ctl_with(config: &std::path::Path, args: &[&str]) -> (i32, String, String) {
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_warren"))
-        .arg("--config")
-        .arg(config)
-        .arg("ctl")
-        .args(args)
-        .output()
-        .expect("run warren ctl");
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
-}
-
 /// Publishes `n` persistent messages `prefix-i` through `exchange` with `key` and waits for
 /// every confirm, which must be an ack.
 async fn publish_confirmed(c: &Connection, exchange: &str, key: &str, prefix: &str, n: u32) {
@@ -770,7 +754,7 @@ async fn a_lost_node_gives_back_what_its_consumers_held_and_cancels_consumers_of
     // port; b, gone, does not (69). A configuration of no running node but with the secret
     // and seed list reaches c and makes a user there that a then knows; a wrong secret
     // reaches nothing.
-    let (rc, out, err) = ctl_with(
+    let (rc, out, err) = common::warren_ctl_with(
         &specs[0].config,
         &["-n", NAMES[2], "status", "--formatter", "json"],
     );
@@ -778,7 +762,7 @@ async fn a_lost_node_gives_back_what_its_consumers_held_and_cancels_consumers_of
     let status: serde_json::Value = serde_json::from_str(&out).expect("json");
     let c_data = specs[2].dir.path().join("data");
     assert_eq!(status["data_directory"], c_data.display().to_string());
-    let (rc, _, err) = ctl_with(&specs[0].config, &["-n", NAMES[1], "status"]);
+    let (rc, _, err) = common::warren_ctl_with(&specs[0].config, &["-n", NAMES[1], "status"]);
     assert_eq!(rc, 69, "{err}");
     assert!(err.contains(NAMES[1]), "{err}");
     let visitor = tempfile::tempdir().expect("dir");
@@ -794,14 +778,15 @@ async fn a_lost_node_gives_back_what_its_consumers_held_and_cancels_consumers_of
         std::fs::write(&cfg, toml).expect("config");
         cfg
     };
-    let (rc, _, err) = ctl_with(
+    let (rc, _, err) = common::warren_ctl_with(
         &visit("cookie"),
         &["-n", NAMES[2], "add_user", "made-remotely", "pw"],
     );
     assert_eq!(rc, 0, "{err}");
     let r = request(specs[0].http, "GET", "/api/users/made-remotely", g, None).await;
     assert_eq!(r.status, 200, "{}", r.body);
-    let (rc, _, err) = ctl_with(&visit("not-the-cookie"), &["-n", NAMES[2], "list_users"]);
+    let (rc, _, err) =
+        common::warren_ctl_with(&visit("not-the-cookie"), &["-n", NAMES[2], "list_users"]);
     assert_eq!(rc, 69, "{err}");
 
     // All ten are read on c, the five b held marked redelivered.
@@ -916,17 +901,7 @@ async fn a_consumer_node_restarted_at_once_gets_back_what_its_earlier_run_held()
 async fn a_node_behind_the_log_confirms_its_miss_before_a_publish_goes_nowhere() {
     // a and b form the group (so one of them leads); c joins applying every committed entry
     // 300 ms late, so a queue declared through a is not on c yet when a answers declare-ok.
-    let ports = [free_port(), free_port(), free_port()];
-    let seeds: Vec<String> = NAMES
-        .iter()
-        .zip(ports)
-        .map(|(n, p)| format!("{n}:{p}"))
-        .collect();
-    let specs: Vec<Spec> = NAMES
-        .iter()
-        .zip(ports)
-        .map(|(n, p)| spec(n, p, "cookie", &seeds))
-        .collect();
+    let (specs, _) = three_specs("");
     let mut children = vec![spawn(&specs[0]), spawn(&specs[1])];
     let start = Instant::now();
     let a = loop {

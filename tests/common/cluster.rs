@@ -140,19 +140,26 @@ pub const NAMES: [&str; 3] = [
     "warren-c@127.0.0.1",
 ];
 
-/// Three processes formed by one seed list, each seeing all three running.
-pub async fn three() -> (Vec<Spec>, Vec<tokio::process::Child>, Vec<String>) {
+/// The specs of three nodes named [`NAMES`] with one seed list (each config ends with
+/// `extra`), not started; and the seed list.
+pub fn three_specs(extra: &str) -> (Vec<Spec>, Vec<String>) {
     let ports = [free_port(), free_port(), free_port()];
     let seeds: Vec<String> = NAMES
         .iter()
         .zip(ports)
         .map(|(n, p)| format!("{n}:{p}"))
         .collect();
-    let specs: Vec<Spec> = NAMES
+    let specs = NAMES
         .iter()
         .zip(ports)
-        .map(|(n, p)| spec(n, p, "cookie", &seeds))
+        .map(|(n, p)| spec_with(n, p, "cookie", &seeds, extra))
         .collect();
+    (specs, seeds)
+}
+
+/// Three processes formed by one seed list, each seeing all three running.
+pub async fn three() -> (Vec<Spec>, Vec<tokio::process::Child>, Vec<String>) {
+    let (specs, seeds) = three_specs("");
     let children: Vec<_> = specs.iter().map(spawn).collect();
     let all_up: Vec<(&str, bool)> = NAMES.iter().map(|n| (*n, true)).collect();
     for s in &specs {

@@ -321,9 +321,18 @@ pub async fn spawn_binary(dir: &std::path::Path) -> Process {
 
 /// Runs `warren --data-dir DIR ctl ARGS`: (exit code, stdout, stderr).
 pub fn warren_ctl(dir: &std::path::Path, args: &[&str]) -> (i32, String, String) {
+    warren_ctl_as("--data-dir", dir, args)
+}
+
+/// `warren --config CONFIG ctl ARGS`: exit code, stdout, stderr.
+pub fn warren_ctl_with(config: &std::path::Path, args: &[&str]) -> (i32, String, String) {
+    warren_ctl_as("--config", config, args)
+}
+
+fn warren_ctl_as(option: &str, path: &std::path::Path, args: &[&str]) -> (i32, String, String) {
     let out = std::process::Command::new(env!("CARGO_BIN_EXE_warren"))
-        .arg("--data-dir")
-        .arg(dir)
+        .arg(option)
+        .arg(path)
         .arg("ctl")
         .args(args)
         .output()
