@@ -8,7 +8,7 @@
 //! so does a basic.get result it held unacked;
 //! forgetting the killed node deletes the queues whose home it was. A node that applies the
 //! log late confirms a default-exchange miss against the cluster before a publish through it
-//! is returned or dropped.
+//! is returned or dropped, and a bind-ok comes only once it routes by the binding.
 //! Another node's connection and channel are shown, and the connection closed, through any
 //! node's management API.
 //! Another node's exclusive queue is locked (405) and listed with its node (the RPC and
@@ -977,6 +977,41 @@ async fn a_node_behind_the_log_confirms_its_miss_before_a_publish_goes_nowhere()
         .await;
         assert_eq!(r.status, 200, "{}", r.body);
         assert_eq!(r.json()["routed"], true, "{q}: {}", r.body);
+        assert_eq!(passive(&a, &q).await, Ok(1), "{q} holds it");
+
+        // Bound on a to a direct exchange, published to through c at once, mandatory: the
+        // bind-ok came only once c had the binding, so c routes by it.
+        let q = format!("bound-{i}");
+        within(on_a.queue_declare(q.as_str().into(), durable(), FieldTable::default()))
+            .await
+            .expect("declare on a");
+        within(on_a.queue_bind(
+            q.as_str().into(),
+            "amq.direct".into(),
+            q.as_str().into(),
+            QueueBindOptions::default(),
+            FieldTable::default(),
+        ))
+        .await
+        .expect("bind on a");
+        let confirm = within(on_c.basic_publish(
+            "amq.direct".into(),
+            q.as_str().into(),
+            BasicPublishOptions {
+                mandatory: true,
+                ..Default::default()
+            },
+            b"at once",
+            BasicProperties::default().with_delivery_mode(2),
+        ))
+        .await
+        .expect("publish on c");
+        let returned = within(confirm).await.expect("confirm").take_message();
+        assert_eq!(
+            returned.map(|m| m.reply_code),
+            None,
+            "{q}: the publish right after the bind came back"
+        );
         assert_eq!(passive(&a, &q).await, Ok(1), "{q} holds it");
     }
     drop(specs);

@@ -474,6 +474,15 @@ impl MetaNode {
         !self.unanswered.contains(name)
     }
 
+    /// Whether this node has applied the log up to `index` within `timeout`.
+    pub async fn wait_applied(&self, index: u64, timeout: Duration) -> bool {
+        self.raft
+            .wait(Some(timeout))
+            .applied_index_at_least(Some(index), "applied for another node")
+            .await
+            .is_ok()
+    }
+
     /// The index of the last entry this node applied.
     pub fn applied_index(&self) -> Option<u64> {
         self.raft.metrics().borrow().last_applied.map(|id| id.index)

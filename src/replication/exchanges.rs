@@ -417,6 +417,7 @@ impl Broker {
         node.write(Command::Batch(batch))
             .await
             .map_err(unavailable)?;
+        self.settled_everywhere().await;
         Ok(())
     }
 
@@ -450,6 +451,7 @@ impl Broker {
         if reply.before.len() <= guards {
             v.exchange_bind_checks(destination, source, args)?;
         }
+        self.settled_everywhere().await;
         Ok(())
     }
 
@@ -494,6 +496,7 @@ impl Broker {
         node.write(Command::IfPresent { path, then })
             .await
             .map_err(unavailable)?;
+        self.settled_everywhere().await;
         Ok(())
     }
 }

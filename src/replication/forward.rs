@@ -279,6 +279,12 @@ impl Forwarder {
                 }
                 RemoteReply::Done
             }
+            App::Applied(index) => match b.cluster.get() {
+                Some(node) if node.wait_applied(index, super::settle::SETTLE_WAIT).await => {
+                    RemoteReply::Done
+                }
+                _ => RemoteReply::Failed(code::INTERNAL_ERROR, "not applied in time".into()),
+            },
             App::View(_) | App::Alive(_) | App::Exclusive { .. } | App::Cli { .. } => {
                 RemoteReply::Done
             }

@@ -24,6 +24,7 @@ mod forward;
 mod membership;
 mod publish;
 mod queues;
+mod settle;
 mod vhosts;
 mod wire;
 

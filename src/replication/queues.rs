@@ -352,6 +352,7 @@ impl Broker {
         if reply.before.len() <= guards {
             v.queue_bind_checks(queue, exchange, args, connection)?;
         }
+        self.settled_everywhere().await;
         Ok(())
     }
 

@@ -67,6 +67,9 @@ pub(super) enum App {
         path: String,
         body: Vec<u8>,
     },
+    /// Answer once the receiver has applied the metadata log up to this index (at most
+    /// [`super::settle::SETTLE_WAIT`]): a binding made on the sender is in force here.
+    Applied(u64),
 }
 
 /// The request carrying a management API request from `warren ctl -n`.
