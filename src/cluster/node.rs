@@ -99,6 +99,11 @@ pub enum ClusterError {
 pub type AppHandler =
     Arc<dyn Fn(Vec<u8>) -> Pin<Box<dyn Future<Output = Vec<u8>> + Send>> + Send + Sync>;
 
+/// How often the reachability watch pings every member ([`MetaNode::unreachable`]).
+const REACH_EVERY: Duration = Duration::from_secs(1);
+/// How long it waits for each answer.
+const REACH_TIMEOUT: Duration = Duration::from_millis(500);
+
 /// What answers peers: the Raft RPCs, the requests a leader carries out for followers, and
 /// the core's own requests.
 struct Serving {
@@ -217,6 +222,10 @@ pub struct MetaNode {
     started: (Store, NodeConfig, Option<Arc<dyn Observer>>),
     /// Members whose last [`MetaNode::call_app`] got no answer (until one does).
     unanswered: dashmap::DashSet<String>,
+    /// Whether each member answered the background watch's last ping
+    /// ([`MetaNode::unreachable`] starts the watch).
+    reach: dashmap::DashMap<String, bool>,
+    watching: std::sync::atomic::AtomicBool,
     /// Writes waiting for the one in flight ([`batch`]).
     writes: batch::Writes<ClusterError>,
 }
@@ -316,6 +325,8 @@ impl MetaNode {
             server: Mutex::new(Some(server)),
             started,
             unanswered: dashmap::DashSet::new(),
+            reach: dashmap::DashMap::new(),
+            watching: std::sync::atomic::AtomicBool::new(false),
             writes: Default::default(),
         })
     }
@@ -466,6 +477,30 @@ impl MetaNode {
                 Err(unreachable())
             }
         }
+    }
+
+    /// The members that did not answer the last ping of a watch that pings every member
+    /// each second, started by the first call (which therefore finds none): what
+    /// `/api/nodes` reports without waiting on pings of its own.
+    pub fn unreachable(self: &Arc<Self>) -> Vec<String> {
+        use std::sync::atomic::Ordering;
+        if !self.watching.swap(true, Ordering::AcqRel) {
+            let weak = Arc::downgrade(self);
+            tokio::spawn(async move {
+                while let Some(node) = weak.upgrade() {
+                    for s in node.member_status(REACH_TIMEOUT).await {
+                        node.reach.insert(s.member.name, s.running);
+                    }
+                    drop(node);
+                    tokio::time::sleep(REACH_EVERY).await;
+                }
+            });
+        }
+        self.members()
+            .into_iter()
+            .map(|(m, _)| m.name)
+            .filter(|n| *n != self.name && self.reach.get(n).is_some_and(|r| !*r))
+            .collect()
     }
 
     /// Whether the member named `name` answered the last [`MetaNode::call_app`] to it (true

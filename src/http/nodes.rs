@@ -14,7 +14,8 @@ use axum::Json;
 use serde_json::{json, Value};
 use std::collections::{BTreeMap, BTreeSet};
 
-/// This node as `/api/nodes` shows it, with `unreachable`: the members it cannot ping now.
+/// This node as `/api/nodes` shows it, with `unreachable`: the members its reachability
+/// watch could not ping last time.
 pub(crate) async fn local(b: &Broker) -> Value {
     let (fd_used, fd_total) = (
         std::fs::read_dir("/proc/self/fd").map_or(0, |d| d.count()),
@@ -35,14 +36,7 @@ pub(crate) async fn local(b: &Broker) -> Value {
                     })
                 })
                 .collect();
-            let unreachable: Vec<String> = node
-                .member_status(PING_TIMEOUT)
-                .await
-                .into_iter()
-                .filter(|s| !s.running && s.member.name != node.name())
-                .map(|s| s.member.name)
-                .collect();
-            (links, unreachable)
+            (links, node.unreachable())
         }
         None => (Vec::new(), Vec::new()),
     };
@@ -73,10 +67,18 @@ pub(crate) async fn local(b: &Broker) -> Value {
 
 /// `GET /api/nodes`.
 pub(crate) async fn nodes(State(b): State<AppState>, _: Authenticated) -> Json<Value> {
-    let (mine, views) = tokio::join!(local(&b), cluster_views::everywhere(&b, NODE, Value::Null));
-    let members: Vec<String> = b.cluster.get().map_or_else(Vec::new, |node| {
-        node.members().into_iter().map(|(m, _)| m.name).collect()
-    });
+    let pings = async {
+        match b.cluster.get() {
+            Some(node) => node.member_status(PING_TIMEOUT).await,
+            None => Vec::new(),
+        }
+    };
+    let (mine, views, pinged) = tokio::join!(
+        local(&b),
+        cluster_views::everywhere(&b, NODE, Value::Null),
+        pings
+    );
+    let members: Vec<String> = pinged.iter().map(|s| s.member.name.clone()).collect();
     let mut described: BTreeMap<String, Value> = BTreeMap::new();
     for view in views {
         if let Some(name) = view["name"].as_str() {
@@ -84,20 +86,12 @@ pub(crate) async fn nodes(State(b): State<AppState>, _: Authenticated) -> Json<V
         }
     }
     let me = super::node_name(&b);
-    let pinged: BTreeSet<String> = mine["unreachable"]
-        .as_array()
-        .map(|u| {
-            u.iter()
-                .filter_map(|n| n.as_str().map(str::to_owned))
-                .collect()
-        })
-        .unwrap_or_default();
     described.insert(me.clone(), mine);
-    // Up: described by itself, or pinged from here.
-    let up: BTreeSet<String> = members
+    // Up: described by itself, or answering a ping from here now.
+    let up: BTreeSet<String> = pinged
         .iter()
-        .filter(|m| described.contains_key(*m) || !pinged.contains(*m))
-        .cloned()
+        .filter(|s| s.running || described.contains_key(&s.member.name))
+        .map(|s| s.member.name.clone())
         .chain(std::iter::once(me))
         .collect();
     let reaches = |from: &Value, to: &str| {
