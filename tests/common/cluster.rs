@@ -7,17 +7,20 @@ use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
 /// A loopback port free now and not handed out before in this process (tests run in
-/// parallel and each node binds its ports only when it starts).
+/// parallel and each node binds its ports only when it starts). It is taken below the
+/// kernel's ephemeral range (32768 and up by default): a port from there can become some
+/// connection's source port before the node binds it, and the node then fails to start.
 pub fn free_port() -> u16 {
-    static GIVEN: std::sync::Mutex<Vec<u16>> = std::sync::Mutex::new(Vec::new());
+    use std::sync::atomic::{AtomicU32, Ordering};
+    const LOW: u32 = 20_000;
+    const SPAN: u32 = 12_000;
+    static NEXT: AtomicU32 = AtomicU32::new(0);
+    // Test binaries run one after another; the pid spreads them anyway.
+    let base = std::process::id() % SPAN;
     loop {
-        let port = std::net::TcpListener::bind("127.0.0.1:0")
-            .and_then(|l| l.local_addr())
-            .expect("free port")
-            .port();
-        let mut given = GIVEN.lock().unwrap_or_else(|p| p.into_inner());
-        if !given.contains(&port) {
-            given.push(port);
+        let n = NEXT.fetch_add(1, Ordering::Relaxed);
+        let port = u16::try_from(LOW + (base + n) % SPAN).expect("below 32000");
+        if std::net::TcpListener::bind(("127.0.0.1", port)).is_ok() {
             return port;
         }
     }

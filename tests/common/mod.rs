@@ -3,6 +3,7 @@
 #![allow(dead_code)]
 
 pub mod cluster;
+pub mod cluster_amqp;
 pub mod http;
 pub mod raw;
 
@@ -281,12 +282,7 @@ pub struct Process {
     pub http: std::net::SocketAddr,
 }
 
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .expect("free port")
-        .port()
-}
+use cluster::free_port;
 
 /// Starts the binary on `dir` and waits until AMQP and HTTP accept connections.
 pub async fn spawn_binary(dir: &std::path::Path) -> Process {

@@ -1,0 +1,83 @@
+//! lapin helpers the multi-node queue tests share: bounded steps, channels, passive counts,
+//! confirmed publishes.
+
+use super::cluster::reply_code;
+use lapin::options::{BasicPublishOptions, QueueDeclareOptions};
+use lapin::types::FieldTable;
+use lapin::{BasicProperties, Channel, Connection};
+use std::time::{Duration, Instant};
+
+/// How long one step of a test may take.
+pub const STEP: Duration = Duration::from_secs(10);
+
+/// `f`, which must finish within [`STEP`].
+pub async fn within<T>(f: impl std::future::Future<Output = T>) -> T {
+    tokio::time::timeout(STEP, f).await.expect("step timed out")
+}
+
+/// A new channel on `c`.
+pub async fn channel(c: &Connection) -> Channel {
+    within(c.create_channel()).await.expect("channel")
+}
+
+/// Options of a durable queue.
+pub fn durable() -> QueueDeclareOptions {
+    QueueDeclareOptions {
+        durable: true,
+        ..Default::default()
+    }
+}
+
+/// A passive declare of `name` on a fresh channel: its message count, or the reply code and
+/// text it was refused with.
+pub async fn passive(c: &Connection, name: &str) -> Result<u32, (Option<u16>, String)> {
+    let ch = channel(c).await;
+    let opts = QueueDeclareOptions {
+        passive: true,
+        ..Default::default()
+    };
+    match within(ch.queue_declare(name.into(), opts, FieldTable::default())).await {
+        Ok(q) => Ok(q.message_count()),
+        Err(e) => Err((reply_code(&e), e.to_string())),
+    }
+}
+
+/// Publishes `n` persistent messages `prefix-i` through `exchange` with `key` and waits for
+/// every confirm, which must be an ack.
+pub async fn publish_confirmed(c: &Connection, exchange: &str, key: &str, prefix: &str, n: u32) {
+    let ch = channel(c).await;
+    within(ch.confirm_select(Default::default()))
+        .await
+        .expect("confirm.select");
+    let mut pending = Vec::new();
+    for i in 0..n {
+        let body = format!("{prefix}-{i}");
+        pending.push(
+            within(ch.basic_publish(
+                exchange.into(),
+                key.into(),
+                BasicPublishOptions::default(),
+                body.as_bytes(),
+                BasicProperties::default().with_delivery_mode(2),
+            ))
+            .await
+            .expect("publish"),
+        );
+    }
+    for p in pending {
+        assert!(within(p).await.expect("confirm").is_ack(), "publish acked");
+    }
+}
+
+/// Waits (at most 30 s) until a passive declare of `name` counts `want` messages.
+pub async fn eventually_count(c: &Connection, name: &str, want: u32, what: &str) {
+    let start = Instant::now();
+    loop {
+        let got = passive(c, name).await;
+        if got == Ok(want) {
+            return;
+        }
+        assert!(start.elapsed() < Duration::from_secs(30), "{what}: {got:?}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
