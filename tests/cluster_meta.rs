@@ -4,6 +4,8 @@
 //! leader loss and catch-up after restart, a cut-off minority timing out, joining by hand (with
 //! catch-up by snapshot), forgetting a node, and a wrong secret refused.
 
+mod common;
+
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -46,7 +48,10 @@ async fn start_in(dir: tempfile::TempDir, name: &str, listen: SocketAddr, secret
 
 async fn start(name: &str, secret: &[u8]) -> Node {
     let dir = tempfile::tempdir().expect("dir");
-    start_in(dir, name, "127.0.0.1:0".parse().expect("addr"), secret).await
+    // A port below the ephemeral range: a stopped node restarts on it, and a port the kernel
+    // handed out could meanwhile be an outgoing connection's source port.
+    let listen = SocketAddr::from(([127, 0, 0, 1], common::cluster::free_port()));
+    start_in(dir, name, listen, secret).await
 }
 
 /// Stops a node as a crash would look to its peers (listener and Raft gone), keeping its dir.
