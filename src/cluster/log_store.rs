@@ -1,5 +1,6 @@
-//! openraft's log storage for a Raft group, on the store's Raft log tables: entries, the vote
-//! and the last purged log id as postcard bytes under the group's id.
+//! openraft's log storage for a Raft group (the metadata group's or a replicated queue's: any
+//! type configuration with our node ids), on the store's Raft log tables: entries, the vote and
+//! the last purged log id as postcard bytes under the group's id.
 //!
 //! An append returns once its commit is durable (openraft allows a later callback; waiting is
 //! what makes the entries readable by the log readers, which read committed state). The store's
@@ -7,25 +8,45 @@
 //! ordering openraft requires of log I/O.
 
 use super::codec;
-use super::types::{MetaConfig, NodeId};
+use super::types::NodeId;
 use crate::store::{RaftState, Store};
 use openraft::storage::{LogFlushed, LogState, RaftLogReader, RaftLogStorage};
-use openraft::{Entry, LogId, RaftLogId, StorageError, StorageIOError, Vote};
+use openraft::{Entry, LogId, RaftLogId, RaftTypeConfig, StorageError, StorageIOError, Vote};
 use std::fmt::Debug;
+use std::marker::PhantomData;
 use std::ops::{Bound, RangeBounds};
 use tokio::sync::oneshot;
 
+/// A type configuration whose log this store can hold.
+pub trait Logged: RaftTypeConfig<NodeId = NodeId, Entry = Entry<Self>> {}
+
+impl<C: RaftTypeConfig<NodeId = NodeId, Entry = Entry<C>>> Logged for C {}
+
 /// The log of one Raft group.
-#[derive(Clone)]
-pub struct LogStore {
+pub struct LogStore<C> {
     store: Store,
     group: u64,
+    config: PhantomData<fn() -> C>,
 }
 
-impl LogStore {
+impl<C> Clone for LogStore<C> {
+    fn clone(&self) -> Self {
+        LogStore {
+            store: self.store.clone(),
+            group: self.group,
+            config: PhantomData,
+        }
+    }
+}
+
+impl<C> LogStore<C> {
     /// The log of `group` in `store`.
-    pub fn new(store: Store, group: u64) -> LogStore {
-        LogStore { store, group }
+    pub fn new(store: Store, group: u64) -> LogStore<C> {
+        LogStore {
+            store,
+            group,
+            config: PhantomData,
+        }
     }
 
     fn purged(&self) -> Result<Option<LogId<NodeId>>, StorageError<NodeId>> {
@@ -52,11 +73,11 @@ fn io_failed(what: &str) -> std::io::Error {
     std::io::Error::other(format!("the store could not commit {what}"))
 }
 
-impl RaftLogReader<MetaConfig> for LogStore {
+impl<C: Logged> RaftLogReader<C> for LogStore<C> {
     async fn try_get_log_entries<RB: RangeBounds<u64> + Clone + Debug + Send>(
         &mut self,
         range: RB,
-    ) -> Result<Vec<Entry<MetaConfig>>, StorageError<NodeId>> {
+    ) -> Result<Vec<Entry<C>>, StorageError<NodeId>> {
         let from = match range.start_bound() {
             Bound::Included(&i) => i,
             Bound::Excluded(&i) => i.saturating_add(1),
@@ -83,30 +104,35 @@ impl RaftLogReader<MetaConfig> for LogStore {
     }
 }
 
-impl RaftLogStorage<MetaConfig> for LogStore {
-    type LogReader = LogStore;
-
-    async fn get_log_state(&mut self) -> Result<LogState<MetaConfig>, StorageError<NodeId>> {
-        let last_purged_log_id = self.purged()?;
+impl<C: Logged> LogStore<C> {
+    /// The id of the last entry in the log (or of the last one purged).
+    pub fn last_log_id(&self) -> Result<Option<LogId<NodeId>>, StorageError<NodeId>> {
         let last = self
             .store
             .last_log(self.group)
             .map_err(|e| StorageIOError::read_logs(&e))?;
-        let last_log_id = match last {
+        match last {
             Some((_, bytes)) => {
-                let entry: Entry<MetaConfig> =
+                let entry: Entry<C> =
                     codec::decode(&bytes).map_err(|e| StorageIOError::read_logs(&e))?;
-                Some(*entry.get_log_id())
+                Ok(Some(*entry.get_log_id()))
             }
-            None => last_purged_log_id,
-        };
+            None => self.purged(),
+        }
+    }
+}
+
+impl<C: Logged> RaftLogStorage<C> for LogStore<C> {
+    type LogReader = LogStore<C>;
+
+    async fn get_log_state(&mut self) -> Result<LogState<C>, StorageError<NodeId>> {
         Ok(LogState {
-            last_purged_log_id,
-            last_log_id,
+            last_purged_log_id: self.purged()?,
+            last_log_id: self.last_log_id()?,
         })
     }
 
-    async fn get_log_reader(&mut self) -> LogStore {
+    async fn get_log_reader(&mut self) -> LogStore<C> {
         self.clone()
     }
 
@@ -130,10 +156,10 @@ impl RaftLogStorage<MetaConfig> for LogStore {
     async fn append<I>(
         &mut self,
         entries: I,
-        callback: LogFlushed<MetaConfig>,
+        callback: LogFlushed<C>,
     ) -> Result<(), StorageError<NodeId>>
     where
-        I: IntoIterator<Item = Entry<MetaConfig>> + Send,
+        I: IntoIterator<Item = Entry<C>> + Send,
         I::IntoIter: Send,
     {
         let mut raw = Vec::new();

@@ -1,14 +1,17 @@
 //! What nodes say to each other after the handshake: openraft's three RPCs, and the two
 //! requests a follower sends its leader on a client's behalf (a write, the read index a
 //! linearizable read waits for, a membership change), and requests between the core's own
-//! halves on two nodes (queue operations forwarded to a queue's home node), opaque here.
+//! halves on two nodes (queue operations forwarded to a queue's home node), opaque here; and
+//! the same RPCs and forwarded writes for the replicated queues' groups, by group id.
 
+use super::group_types::{GroupCommand, GroupConfig, GroupReply};
 use super::types::{Command, Member, MetaConfig, NodeId, Reply};
 use openraft::error::{InstallSnapshotError, RaftError};
 use openraft::raft::{
     AppendEntriesRequest, AppendEntriesResponse, InstallSnapshotRequest, InstallSnapshotResponse,
     VoteRequest, VoteResponse,
 };
+use openraft::LogId;
 use serde::{Deserialize, Serialize};
 
 /// A request from one node to another.
@@ -32,6 +35,52 @@ pub enum Request {
     Ping,
     /// A request for the receiver's core (see [`super::node::AppHandler`]).
     App(Vec<u8>),
+    /// A request to one of the receiver's replicated queue groups.
+    Group {
+        /// The group's id.
+        group: u64,
+        /// What for.
+        rpc: GroupRpc,
+    },
+}
+
+/// A request to a replicated queue group on another node.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub enum GroupRpc {
+    /// Raft's AppendEntries.
+    Append(AppendEntriesRequest<GroupConfig>),
+    /// Raft's RequestVote.
+    Vote(VoteRequest<NodeId>),
+    /// A chunk of a snapshot.
+    Snapshot(InstallSnapshotRequest<GroupConfig>),
+    /// A command for the group's leader to propose.
+    Write(GroupCommand),
+    /// Who leads? (A member that knows no leader asks before it calls an election; a leader
+    /// asked so sends its followers an append at once, which tells them.)
+    Hello,
+}
+
+/// The answer of a replicated queue group, of the request's kind.
+#[derive(Debug, Serialize, Deserialize)]
+pub enum GroupResponse {
+    /// To `Append`.
+    Append(Result<AppendEntriesResponse<NodeId>, RaftError<NodeId>>),
+    /// To `Vote`.
+    Vote(Result<VoteResponse<NodeId>, RaftError<NodeId>>),
+    /// To `Snapshot`.
+    Snapshot(Result<InstallSnapshotResponse<NodeId>, RaftError<NodeId, InstallSnapshotError>>),
+    /// To `Write`: what applying the entry did.
+    Write(Result<GroupReply, Refused>),
+    /// To `Hello`: whether the receiver leads the group, and the id of its last log entry
+    /// (who has the longest log should be the one to call an election).
+    Status {
+        /// It leads.
+        leading: bool,
+        /// Its last log entry's id.
+        last: Option<LogId<NodeId>>,
+    },
+    /// The receiver runs no such group.
+    NotMember,
 }
 
 /// Why the leader did not carry out a forwarded request.
@@ -64,4 +113,6 @@ pub enum Response {
     Pong(String),
     /// To `App`: the core's answer, or why the receiver could not hand it the request.
     App(Result<Vec<u8>, String>),
+    /// To `Group`.
+    Group(GroupResponse),
 }

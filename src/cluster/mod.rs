@@ -6,6 +6,11 @@
 //! of exchanges or queues: commands are tree changes ([`types::Command`]), and the core learns
 //! what was applied through [`state_machine::Observer`]. Its log and state live in the store
 //! (`store::raft_log`, `store::meta_tree`); the group's id there is [`METADATA_GROUP`].
+//!
+//! Quorum queues (#18) each get a Raft group of their own over a few nodes ([`groups`]): a
+//! replicated map of opaque values, with logs in the same store table as the metadata group's
+//! (one writer, shared commits), no heartbeats while idle, and elections called by the
+//! members when a leader's node stops answering.
 
 // openraft's storage and network traits fix their error types (StorageError is ~224 bytes);
 // the helpers that feed them return the same types rather than boxing and unboxing.
@@ -15,6 +20,10 @@ pub mod batch;
 pub mod boot;
 pub mod codec;
 pub mod current;
+pub mod error;
+pub mod group_machine;
+pub mod group_types;
+pub mod groups;
 pub mod handshake;
 pub mod log_store;
 pub mod messages;

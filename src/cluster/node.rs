@@ -6,6 +6,8 @@
 //! off from the majority answers with [`ClusterError::Timeout`].
 
 use super::batch;
+pub use super::error::ClusterError;
+use super::groups::Groups;
 use super::log_store::LogStore;
 use super::messages::{Refused, Request, Response};
 use super::network::{NetworkFactory, Peers};
@@ -69,31 +71,6 @@ impl NodeConfig {
     }
 }
 
-/// Why a cluster operation failed.
-#[derive(Clone, Debug, thiserror::Error)]
-pub enum ClusterError {
-    /// The inter-node listener could not be opened.
-    #[error("cannot listen for cluster peers on {addr}: {cause}")]
-    Listen {
-        /// The address.
-        addr: SocketAddr,
-        /// Why.
-        cause: String,
-    },
-    /// The named node is not a member, or did not answer.
-    #[error("node '{0}' is down or inaccessible")]
-    Unreachable(String),
-    /// Raft could not start on the store, or its configuration is invalid.
-    #[error("the metadata group cannot start: {0}")]
-    Start(String),
-    /// No majority answered in time (the node is cut off, or too many nodes are down).
-    #[error("timed out after {0:?} waiting for a majority of cluster nodes")]
-    Timeout(Duration),
-    /// The group refused the operation.
-    #[error("{0}")]
-    Refused(String),
-}
-
 /// What a node's core answers to [`Request::App`] from another node: the request's bytes
 /// in, the answer's bytes out.
 pub type AppHandler =
@@ -110,6 +87,7 @@ struct Serving {
     raft: MetaRaft,
     name: String,
     app: OnceLock<AppHandler>,
+    groups: Arc<Groups>,
 }
 
 fn leader_of(raft: &MetaRaft) -> Option<(NodeId, String)> {
@@ -182,6 +160,7 @@ impl Handler for Serving {
                 Some(app) => Ok(app(bytes).await),
                 None => Err(format!("node '{}' is starting", self.name)),
             }),
+            Request::Group { group, rpc } => Response::Group(self.groups.handle(group, rpc).await),
         }
     }
 }
@@ -215,6 +194,7 @@ pub struct MetaNode {
     state: SharedState,
     peers: Arc<Peers>,
     serving: Arc<Serving>,
+    groups: Arc<Groups>,
     write_timeout: Duration,
     stop: watch::Sender<bool>,
     server: Mutex<Option<JoinHandle<()>>>,
@@ -287,13 +267,20 @@ impl MetaNode {
         let peers = Arc::new(Peers::new(secret.clone(), id, connector, bind));
         let started = (store.clone(), config.clone(), observer.clone());
         let log = LogStore::new(store.clone(), METADATA_GROUP);
+        let groups = Arc::new(Groups::new(
+            id,
+            store.clone(),
+            peers.clone(),
+            config.snapshot_logs,
+            config.write_timeout,
+        )?);
         let sm = StateMachine::open(store, METADATA_GROUP, observer)
             .map_err(|e| ClusterError::Start(e.to_string()))?;
         let state = sm.state();
         let raft = MetaRaft::new(
             id,
             Arc::new(raft_config),
-            NetworkFactory(peers.clone()),
+            NetworkFactory::new(peers.clone(), METADATA_GROUP),
             log,
             sm,
         )
@@ -303,6 +290,7 @@ impl MetaNode {
             raft: raft.clone(),
             name: config.name.clone(),
             app: OnceLock::new(),
+            groups: groups.clone(),
         });
         let (stop, stopped) = watch::channel(false);
         let server = tokio::spawn(transport::serve(
@@ -312,6 +300,8 @@ impl MetaNode {
             serving.clone(),
             stopped,
         ));
+        groups.resume(METADATA_GROUP).await?;
+        groups.supervise();
         Ok(MetaNode {
             id,
             name: config.name,
@@ -320,6 +310,7 @@ impl MetaNode {
             state,
             peers,
             serving,
+            groups,
             write_timeout: config.write_timeout,
             stop,
             server: Mutex::new(Some(server)),
@@ -329,6 +320,11 @@ impl MetaNode {
             watching: std::sync::atomic::AtomicBool::new(false),
             writes: Default::default(),
         })
+    }
+
+    /// The replicated queue groups this node is a member of.
+    pub fn groups(&self) -> &Arc<Groups> {
+        &self.groups
     }
 
     /// This node's id.
@@ -709,6 +705,7 @@ impl MetaNode {
     /// Stops the node: its listener, its connections and its Raft instance.
     pub async fn shutdown(&self) {
         let _ = self.stop.send(true);
+        self.groups.shutdown().await;
         let _ = self.raft.shutdown().await;
         let server = self.server.lock().ok().and_then(|mut s| s.take());
         if let Some(server) = server {

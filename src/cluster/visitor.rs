@@ -2,8 +2,8 @@
 //! (as rabbitmqctl proves the Erlang cookie) and asking it one thing. It checks that the node
 //! answering at the address is the one named before it sends the request.
 
+use super::error::ClusterError;
 use super::messages::{Request, Response};
-use super::node::ClusterError;
 use super::transport::Peer;
 use super::types::node_id;
 use std::sync::Arc;

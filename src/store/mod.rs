@@ -3,6 +3,7 @@
 //! writer thread (`writer.rs`, group commit); reads (recovery, paging bodies back in) use their
 //! own read transactions and never wait for the writer.
 
+mod group_values;
 mod meta_tree;
 mod metadata;
 pub mod paging;
@@ -20,6 +21,7 @@ pub use recovery::{
     Recovered, RecoveredBinding, RecoveredExchange, RecoveredMessage, RecoveredPermission,
     RecoveredQueue,
 };
+pub use writer::GroupOp;
 
 use crate::confirm::ConfirmToken;
 use crate::message::Message;

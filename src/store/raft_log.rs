@@ -1,4 +1,4 @@
-//! Raft logs in the store, for the cluster's metadata group and the quorum queues to come.
+//! Raft logs in the store, for the cluster's metadata group and the quorum queues' groups.
 //! Every group's entries go to one table keyed by (group, index) and are written by the one
 //! writer thread, so the appends of all groups on a node share its group commit (one fsync per
 //! batch, DESIGN's shared write-ahead log). Entries, votes and log ids are opaque bytes here:
@@ -24,6 +24,8 @@ pub enum RaftState {
     Applied = 3,
     /// The last membership applied to the group's state machine.
     Membership = 4,
+    /// The key a replicated queue group's state machine gives the next value it adds.
+    NextKey = 5,
 }
 
 impl Store {

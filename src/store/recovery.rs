@@ -151,6 +151,7 @@ pub(super) fn create_tables(txn: &WriteTransaction) -> Result<(), StoreError> {
     txn.open_table(super::schema::RAFT_LOG).map_err(io)?;
     txn.open_table(super::schema::RAFT_STATE).map_err(io)?;
     txn.open_table(super::schema::META_TREE).map_err(io)?;
+    txn.open_table(super::schema::GROUP_VALUES).map_err(io)?;
     Ok(())
 }
 

@@ -62,6 +62,10 @@ pub const RAFT_STATE: TableDefinition<(u64, u8), &[u8]> = TableDefinition::new("
 /// metadata group), paths as `encode_parts` of their segments.
 pub const META_TREE: TableDefinition<&[u8], &[u8]> = TableDefinition::new("meta_tree");
 
+/// (Raft group, key) → value: the state machines of the replicated queues' groups, each a map
+/// from keys (the log index of the entry that added the value) to opaque values.
+pub const GROUP_VALUES: TableDefinition<(u64, u64), &[u8]> = TableDefinition::new("group_values");
+
 /// Concatenates length-prefixed parts.
 pub fn encode_parts(parts: &[&[u8]]) -> Vec<u8> {
     let mut out = Vec::with_capacity(parts.iter().map(|p| p.len() + 4).sum());

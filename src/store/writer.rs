@@ -4,8 +4,9 @@
 //! is in progress, so messages per fsync rise with the publish rate.
 
 use super::schema::{
-    self, BINDINGS, DELAYED, DELIVERED, EXCHANGES, EXPIRES, MESSAGES, META_TREE, PARAMETERS,
-    PERMISSIONS, QUEUES, QUEUE_INDEX, RAFT_LOG, RAFT_STATE, USERS, VHOSTS, VHOST_LIMITS,
+    self, BINDINGS, DELAYED, DELIVERED, EXCHANGES, EXPIRES, GROUP_VALUES, MESSAGES, META_TREE,
+    PARAMETERS, PERMISSIONS, QUEUES, QUEUE_INDEX, RAFT_LOG, RAFT_STATE, USERS, VHOSTS,
+    VHOST_LIMITS,
 };
 use crate::confirm::ConfirmToken;
 use crate::message::Message;
@@ -135,8 +136,27 @@ pub(crate) enum Op {
         changes: Vec<TreeOp>,
         state: Vec<(u8, Vec<u8>)>,
     },
+    /// Changes to a Raft group's values and, in the same commit, its state values.
+    GroupValues {
+        group: u64,
+        /// Clear the group's values first (a snapshot replaces them).
+        clear: bool,
+        changes: Vec<GroupOp>,
+        state: Vec<(u8, Vec<u8>)>,
+    },
     Barrier(oneshot::Sender<bool>),
     Shutdown,
+}
+
+/// One change to a Raft group's values.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum GroupOp {
+    /// Sets the value at a key.
+    Put(u64, Vec<u8>),
+    /// Removes the value at a key.
+    Delete(u64),
+    /// Removes every value.
+    Clear,
 }
 
 /// One change to the metadata tree, keys as `schema::encode_parts` of a path.
@@ -294,6 +314,7 @@ fn apply(db: &Database, batch: &[Op]) -> Result<(), redb::Error> {
         let mut raft_log = txn.open_table(RAFT_LOG)?;
         let mut raft_state = txn.open_table(RAFT_STATE)?;
         let mut meta_tree = txn.open_table(META_TREE)?;
+        let mut group_values = txn.open_table(GROUP_VALUES)?;
         for op in batch {
             match op {
                 Op::PutMessage {
@@ -426,6 +447,34 @@ fn apply(db: &Database, batch: &[Op]) -> Result<(), redb::Error> {
                 Op::DeleteRaftGroup(group) => {
                     raft_log.retain_in((*group, 0)..=(*group, u64::MAX), |_, _| false)?;
                     raft_state.retain_in((*group, 0)..=(*group, u8::MAX), |_, _| false)?;
+                    group_values.retain_in((*group, 0)..=(*group, u64::MAX), |_, _| false)?;
+                }
+                Op::GroupValues {
+                    group,
+                    clear,
+                    changes,
+                    state,
+                } => {
+                    let all = (*group, 0)..=(*group, u64::MAX);
+                    if *clear {
+                        group_values.retain_in(all.clone(), |_, _| false)?;
+                    }
+                    for change in changes {
+                        match change {
+                            GroupOp::Put(key, value) => {
+                                group_values.insert((*group, *key), value.as_slice())?;
+                            }
+                            GroupOp::Delete(key) => {
+                                group_values.remove((*group, *key))?;
+                            }
+                            GroupOp::Clear => {
+                                group_values.retain_in(all.clone(), |_, _| false)?;
+                            }
+                        }
+                    }
+                    for (key, value) in state {
+                        raft_state.insert((*group, *key), value.as_slice())?;
+                    }
                 }
                 Op::MetaTree {
                     group,

@@ -1,0 +1,44 @@
+//! The replicated queue groups' type configuration for openraft, and their commands and
+//! replies: a group replicates a map from keys to opaque values (a quorum queue's messages and
+//! what it keeps beside them), keys given in the order values are added.
+
+use super::types::{Member, NodeId};
+use serde::{Deserialize, Serialize};
+use std::io::Cursor;
+
+openraft::declare_raft_types!(
+    /// openraft's types for a replicated queue's group.
+    pub GroupConfig:
+        D = GroupCommand,
+        R = GroupReply,
+        NodeId = NodeId,
+        Node = Member,
+        Entry = openraft::Entry<GroupConfig>,
+        SnapshotData = Cursor<Vec<u8>>,
+        AsyncRuntime = openraft::TokioRuntime,
+);
+
+/// A replicated queue group's Raft handle.
+pub type GroupRaft = openraft::Raft<GroupConfig>;
+
+/// One change to a group's map, as proposed to the group.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum GroupCommand {
+    /// Adds a value under the group's next key (keys grow by one per added value).
+    Add(Vec<u8>),
+    /// Sets the value at a key.
+    Set(u64, Vec<u8>),
+    /// Removes the values at these keys.
+    Remove(Vec<u64>),
+    /// Removes every value.
+    Clear,
+    /// Several commands applied as one entry, in order.
+    Batch(Vec<GroupCommand>),
+}
+
+/// What applying a command did.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct GroupReply {
+    /// The keys the `Add`s got, in order.
+    pub added: Vec<u64>,
+}

@@ -1,0 +1,466 @@
+//! Replicated queue groups (#18): one Raft group (openraft) per quorum queue, over a few of the
+//! cluster's nodes, each replicating a map of opaque values ([`GroupCommand`]); the
+//! core decides what the values mean. The tricks that make many groups affordable, as Ra and
+//! TiKV do:
+//! - every group's log is in the store's one Raft log table, written by its one writer, so the
+//!   appends of all groups on a node share commits and fsyncs ([`super::log_store`]);
+//! - groups send no heartbeats and never call elections on their own timers: a member that
+//!   finds its group's leader node down (one ping per node, not per group) or knows no leader
+//!   calls the election itself, members ranked per group so that one goes first
+//!   ([`supervise`](Groups::supervise));
+//! - all groups share the node's inter-node connections ([`super::network`]).
+
+use super::error::ClusterError;
+use super::group_machine::GroupMachine;
+use super::group_types::{self as types, GroupCommand, GroupRaft, GroupReply};
+use super::log_store::LogStore;
+use super::messages::{GroupResponse, GroupRpc, Refused, Request, Response};
+use super::network::{NetworkFactory, Peers};
+use super::types::{node_id, Member, NodeId};
+use crate::store::Store;
+use dashmap::DashMap;
+use openraft::error::{ClientWriteError, RaftError};
+use openraft::ServerState;
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::time::Instant;
+
+/// How often the supervisor looks at every group this node is a member of.
+const TICK: Duration = Duration::from_millis(250);
+/// How long a leader node's ping may take before it counts as down.
+const PING_TIMEOUT: Duration = Duration::from_millis(250);
+/// How long each rank waits after the one before it before calling an election.
+const RANK_STEP: Duration = Duration::from_millis(500);
+/// How long a new group's designated leader has before the others step in.
+const START_GRACE: Duration = Duration::from_secs(1);
+/// Raft's election timeout in the groups: with no timer-driven elections, it only bounds how
+/// long a member refuses votes after it last heard from a leader (openraft's leader lease),
+/// so it is kept short for a quick failover.
+const ELECTION_TIMEOUT: (Duration, Duration) =
+    (Duration::from_millis(300), Duration::from_millis(600));
+
+/// The replicated queue groups this node is a member of.
+pub struct Groups {
+    me: NodeId,
+    store: Store,
+    peers: Arc<Peers>,
+    config: Arc<openraft::Config>,
+    write_timeout: Duration,
+    map: DashMap<u64, GroupRaft>,
+    /// Since when each group has had no leader that answers (as the supervisor saw it).
+    leaderless: DashMap<u64, Instant>,
+}
+
+fn leader_of(raft: &GroupRaft) -> Option<(NodeId, String)> {
+    let metrics = raft.metrics();
+    let m = metrics.borrow();
+    let id = m.current_leader?;
+    let addr = m.membership_config.membership().get_node(&id)?.addr.clone();
+    Some((id, addr))
+}
+
+fn refusal(raft: &GroupRaft, e: RaftError<NodeId, ClientWriteError<NodeId, Member>>) -> Refused {
+    match e.forward_to_leader() {
+        Some(f) => Refused::NotLeader(
+            f.leader_id
+                .zip(f.leader_node.as_ref().map(|n| n.addr.clone()))
+                .or_else(|| leader_of(raft)),
+        ),
+        None => Refused::Failed(e.to_string()),
+    }
+}
+
+/// A rank of `id` among a group's members that differs from group to group, so the first to
+/// call an election is not always the same node.
+fn rank_key(group: u64, id: NodeId) -> u64 {
+    (group ^ id)
+        .wrapping_mul(0x9E37_79B9_7F4A_7C15)
+        .rotate_left(29)
+}
+
+impl Groups {
+    /// The groups of node `me` on `store`, reaching peers through `peers`, with a snapshot
+    /// after `snapshot_logs` entries and writes bounded by `write_timeout` (as the metadata
+    /// group's).
+    pub fn new(
+        me: NodeId,
+        store: Store,
+        peers: Arc<Peers>,
+        snapshot_logs: u64,
+        write_timeout: Duration,
+    ) -> Result<Groups, ClusterError> {
+        let millis = |d: Duration| u64::try_from(d.as_millis()).unwrap_or(u64::MAX);
+        let config = openraft::Config {
+            cluster_name: "warren-queues".into(),
+            heartbeat_interval: millis(ELECTION_TIMEOUT.0) / 3,
+            election_timeout_min: millis(ELECTION_TIMEOUT.0),
+            election_timeout_max: millis(ELECTION_TIMEOUT.1),
+            enable_heartbeat: false,
+            enable_elect: false,
+            snapshot_policy: openraft::SnapshotPolicy::LogsSinceLast(snapshot_logs),
+            max_in_snapshot_log_to_keep: snapshot_logs / 5,
+            ..Default::default()
+        }
+        .validate()
+        .map_err(|e| ClusterError::Start(e.to_string()))?;
+        Ok(Groups {
+            me,
+            store,
+            peers,
+            config: Arc::new(config),
+            write_timeout,
+            map: DashMap::new(),
+            leaderless: DashMap::new(),
+        })
+    }
+
+    fn raft(&self, group: u64) -> Result<GroupRaft, ClusterError> {
+        self.map
+            .get(&group)
+            .map(|r| r.clone())
+            .ok_or_else(|| ClusterError::Refused(format!("this node is not in group {group}")))
+    }
+
+    /// Starts this node's member of `group` (from what the store holds of it). A new group
+    /// is formed with `members` (this node among them); when `lead` this node calls the first
+    /// election at once, which is how a queue's leader is placed. Starting a running group
+    /// does nothing.
+    pub async fn start(
+        &self,
+        group: u64,
+        members: &[Member],
+        lead: bool,
+    ) -> Result<(), ClusterError> {
+        if self.map.contains_key(&group) {
+            return Ok(());
+        }
+        let start = |e: &dyn std::fmt::Display| ClusterError::Start(format!("group {group}: {e}"));
+        let log = LogStore::new(self.store.clone(), group);
+        let sm = GroupMachine::open(self.store.clone(), group).map_err(|e| start(&e))?;
+        let raft = GroupRaft::new(
+            self.me,
+            self.config.clone(),
+            NetworkFactory::new(self.peers.clone(), group),
+            log,
+            sm,
+        )
+        .await
+        .map_err(|e| start(&e))?;
+        if !members.is_empty() && !raft.is_initialized().await.map_err(|e| start(&e))? {
+            let members: BTreeMap<NodeId, Member> = members
+                .iter()
+                .map(|m| (node_id(&m.name), m.clone()))
+                .collect();
+            match raft.initialize(members).await {
+                Ok(())
+                | Err(RaftError::APIError(openraft::error::InitializeError::NotAllowed(_))) => {}
+                Err(e) => return Err(start(&e)),
+            }
+        }
+        self.leaderless.insert(
+            group,
+            Instant::now() + if lead { Duration::ZERO } else { START_GRACE },
+        );
+        if lead {
+            let _ = raft.trigger().elect().await;
+        }
+        self.map.insert(group, raft);
+        Ok(())
+    }
+
+    /// Starts every group the store holds a member of (a restart), without electing.
+    pub async fn resume(&self, except: u64) -> Result<Vec<u64>, ClusterError> {
+        let groups = self
+            .store
+            .raft_groups(except)
+            .map_err(|e| ClusterError::Start(e.to_string()))?;
+        for &g in &groups {
+            self.start(g, &[], false).await?;
+        }
+        Ok(groups)
+    }
+
+    /// Whether this node runs a member of `group`.
+    pub fn is_member(&self, group: u64) -> bool {
+        self.map.contains_key(&group)
+    }
+
+    /// The ids of the groups this node runs a member of.
+    pub fn ids(&self) -> Vec<u64> {
+        let mut ids: Vec<u64> = self.map.iter().map(|e| *e.key()).collect();
+        ids.sort_unstable();
+        ids
+    }
+
+    /// The leader of `group` this node knows of (id, address).
+    pub fn leader(&self, group: u64) -> Option<(NodeId, String)> {
+        self.map.get(&group).and_then(|r| leader_of(&r))
+    }
+
+    /// Whether this node leads `group`.
+    pub fn is_leader(&self, group: u64) -> bool {
+        self.map
+            .get(&group)
+            .is_some_and(|r| r.metrics().borrow().state == ServerState::Leader)
+    }
+
+    /// The members of `group` as this node last applied them, and whether each votes.
+    pub fn members(&self, group: u64) -> Vec<(Member, bool)> {
+        let Some(raft) = self.map.get(&group).map(|r| r.clone()) else {
+            return Vec::new();
+        };
+        let metrics = raft.metrics();
+        let m = metrics.borrow();
+        let membership = m.membership_config.membership();
+        let voters: Vec<NodeId> = membership.voter_ids().collect();
+        let mut out: Vec<(Member, bool)> = membership
+            .nodes()
+            .map(|(id, n)| (n.clone(), voters.contains(id)))
+            .collect();
+        out.sort_by(|a, b| a.0.name.cmp(&b.0.name));
+        out
+    }
+
+    /// Waits up to `timeout` for `group` to have a leader this node knows of.
+    pub async fn wait_leader(&self, group: u64, timeout: Duration) -> Option<(NodeId, String)> {
+        let raft = self.raft(group).ok()?;
+        raft.wait(Some(timeout))
+            .metrics(|m| m.current_leader.is_some(), "a leader")
+            .await
+            .ok()?;
+        leader_of(&raft)
+    }
+
+    /// Proposes `cmd` to `group` through its leader (here, or forwarded), retrying while
+    /// there is none or it moves, and answers once the entry is committed (on a majority's
+    /// disks) and applied on the leader. [`ClusterError::Timeout`] after the write timeout:
+    /// then it may or may not have been committed.
+    pub async fn write(&self, group: u64, cmd: GroupCommand) -> Result<GroupReply, ClusterError> {
+        let raft = self.raft(group)?;
+        let deadline = Instant::now() + self.write_timeout;
+        let req = Request::Group {
+            group,
+            rpc: GroupRpc::Write(cmd.clone()),
+        };
+        loop {
+            let remaining = deadline.saturating_duration_since(Instant::now());
+            if remaining.is_zero() {
+                return Err(ClusterError::Timeout(self.write_timeout));
+            }
+            let answer = match leader_of(&raft) {
+                Some((id, _)) if id == self.me => {
+                    match tokio::time::timeout(remaining, raft.client_write(cmd.clone())).await {
+                        Ok(Ok(r)) => Some(Ok(r.data)),
+                        Ok(Err(e)) => Some(Err(refusal(&raft, e))),
+                        Err(_) => None,
+                    }
+                }
+                Some((id, addr)) => match self.peers.get(id, &addr).call(&req, remaining).await {
+                    Ok(Response::Group(GroupResponse::Write(r))) => Some(r),
+                    _ => None,
+                },
+                None => None,
+            };
+            match answer {
+                Some(Ok(reply)) => return Ok(reply),
+                Some(Err(Refused::Failed(e))) => return Err(ClusterError::Refused(e)),
+                // The leader moved on, or none answered: ask again once things settle.
+                Some(Err(Refused::NotLeader(_))) | None => {}
+            }
+            tokio::time::sleep(remaining.min(Duration::from_millis(50))).await;
+        }
+    }
+
+    /// `group`'s values as this node has applied them, in key order.
+    pub async fn values(&self, group: u64) -> Result<Vec<(u64, Vec<u8>)>, ClusterError> {
+        self.raft(group)?;
+        self.store.sync().await;
+        self.store
+            .group_image(group)
+            .map(|i| i.values)
+            .map_err(|e| ClusterError::Refused(e.to_string()))
+    }
+
+    /// Stops this node's member of `group`, keeping what the store holds of it.
+    pub async fn stop(&self, group: u64) {
+        self.leaderless.remove(&group);
+        if let Some((_, raft)) = self.map.remove(&group) {
+            let _ = raft.shutdown().await;
+        }
+    }
+
+    /// Stops this node's member of `group` and removes its log and values from the store
+    /// (the queue was deleted).
+    pub async fn delete(&self, group: u64) -> bool {
+        self.stop(group).await;
+        self.store.delete_raft_group(group).await
+    }
+
+    /// Stops every group (the node shuts down).
+    pub async fn shutdown(&self) {
+        for g in self.ids() {
+            self.stop(g).await;
+        }
+    }
+
+    /// Answers a peer's request to `group`.
+    pub(super) async fn handle(&self, group: u64, rpc: GroupRpc) -> GroupResponse {
+        let Ok(raft) = self.raft(group) else {
+            return GroupResponse::NotMember;
+        };
+        match rpc {
+            GroupRpc::Append(r) => GroupResponse::Append(raft.append_entries(r).await),
+            GroupRpc::Vote(r) => GroupResponse::Vote(raft.vote(r).await),
+            GroupRpc::Snapshot(r) => GroupResponse::Snapshot(raft.install_snapshot(r).await),
+            GroupRpc::Write(cmd) => GroupResponse::Write(match raft.client_write(cmd).await {
+                Ok(r) => Ok(r.data),
+                Err(e) => Err(refusal(&raft, e)),
+            }),
+            GroupRpc::Hello => {
+                let leading = raft.metrics().borrow().state == ServerState::Leader;
+                if leading {
+                    let _ = raft.trigger().heartbeat().await;
+                }
+                GroupResponse::Status {
+                    leading,
+                    last: self.last_log_id(group),
+                }
+            }
+        }
+    }
+
+    /// Keeps every group led, until the groups are dropped: each tick, a group whose leader's
+    /// node does not answer a ping (or that knows no leader and finds none among its members)
+    /// gets an election, called by its members in a per-group order, each rank waiting
+    /// [`RANK_STEP`] longer than the one before.
+    pub fn supervise(self: &Arc<Self>) {
+        let weak = Arc::downgrade(self);
+        tokio::spawn(async move {
+            loop {
+                tokio::time::sleep(TICK).await;
+                let Some(groups) = weak.upgrade() else {
+                    return;
+                };
+                groups.tick().await;
+            }
+        });
+    }
+
+    async fn tick(&self) {
+        let mut alive: HashMap<NodeId, bool> = HashMap::new();
+        let groups: Vec<(u64, GroupRaft)> = self
+            .map
+            .iter()
+            .map(|e| (*e.key(), e.value().clone()))
+            .collect();
+        for (group, raft) in groups {
+            let (state, leader, voters) = {
+                let metrics = raft.metrics();
+                let m = metrics.borrow();
+                let membership = m.membership_config.membership();
+                let ids: Vec<NodeId> = membership.voter_ids().collect();
+                let voters: Vec<(NodeId, Member)> = membership
+                    .nodes()
+                    .filter(|(id, _)| ids.contains(id))
+                    .map(|(id, n)| (*id, n.clone()))
+                    .collect();
+                (m.state, m.current_leader, voters)
+            };
+            if state == ServerState::Leader {
+                self.leaderless.remove(&group);
+                continue;
+            }
+            let leader_node = leader.and_then(|l| voters.iter().find(|(id, _)| *id == l));
+            let leader_up = match leader_node {
+                Some((id, member)) => match alive.get(id) {
+                    Some(up) => *up,
+                    None => {
+                        let up = self.ping(*id, member).await;
+                        alive.insert(*id, up);
+                        up
+                    }
+                },
+                None => false,
+            };
+            if leader_up {
+                self.leaderless.remove(&group);
+                continue;
+            }
+            self.maybe_elect(group, &raft, leader, &voters).await;
+        }
+    }
+
+    /// Calls an election in `group`, which has no leader that answers, when this node's turn
+    /// has come: no other voter leads, none has a longer log, and those with as long a log
+    /// ranked before it had their chance.
+    async fn maybe_elect(
+        &self,
+        group: u64,
+        raft: &GroupRaft,
+        leader: Option<NodeId>,
+        voters: &[(NodeId, Member)],
+    ) {
+        let since = *self.leaderless.entry(group).or_insert_with(Instant::now);
+        if Instant::now() < since {
+            return;
+        }
+        let mine = self.last_log_id(group);
+        let mut best = vec![(self.me, mine)];
+        let hello = Request::Group {
+            group,
+            rpc: GroupRpc::Hello,
+        };
+        for (id, member) in voters
+            .iter()
+            .filter(|(id, _)| *id != self.me && Some(*id) != leader)
+        {
+            let answer = self
+                .peers
+                .get(*id, &member.addr)
+                .call(&hello, PING_TIMEOUT)
+                .await;
+            if let Ok(Response::Group(GroupResponse::Status { leading, last })) = answer {
+                if leading {
+                    // It tells this node by an append.
+                    self.leaderless.remove(&group);
+                    return;
+                }
+                best.push((*id, last));
+            }
+        }
+        let longest = best.iter().map(|(_, last)| *last).max().flatten();
+        if mine < longest {
+            return;
+        }
+        let mut ranked: Vec<NodeId> = best
+            .iter()
+            .filter(|(_, last)| *last == mine)
+            .map(|(id, _)| *id)
+            .collect();
+        ranked.sort_by_key(|id| rank_key(group, *id));
+        let rank = ranked.iter().position(|id| *id == self.me).unwrap_or(0);
+        if Instant::now() < since + RANK_STEP * u32::try_from(rank).unwrap_or(u32::MAX) {
+            return;
+        }
+        tracing::info!(group, rank, "calling an election in a queue group");
+        let _ = raft.trigger().elect().await;
+        // If this one fails (a member still in its lease refused), try again soon.
+        self.leaderless.insert(group, Instant::now() + RANK_STEP);
+    }
+
+    fn last_log_id(&self, group: u64) -> Option<openraft::LogId<NodeId>> {
+        LogStore::<types::GroupConfig>::new(self.store.clone(), group)
+            .last_log_id()
+            .ok()
+            .flatten()
+    }
+
+    /// Whether `member` answers a ping in time.
+    async fn ping(&self, id: NodeId, member: &Member) -> bool {
+        matches!(
+            self.peers.get(id, &member.addr).call(&Request::Ping, PING_TIMEOUT).await,
+            Ok(Response::Pong(name)) if name == member.name
+        )
+    }
+}
