@@ -266,6 +266,15 @@ pub fn consumer_timeout(args: &FieldTable) -> Option<u64> {
         .map(|n| n.min(i128::from(u64::MAX)) as u64)
 }
 
+/// The `x-quorum-initial-group-size` queue argument, if a positive integer.
+pub fn quorum_group_size(args: &FieldTable) -> Option<usize> {
+    args.inner()
+        .get("x-quorum-initial-group-size")
+        .and_then(integer)
+        .filter(|n| *n > 0)
+        .map(|n| usize::try_from(n).unwrap_or(usize::MAX))
+}
+
 /// Parses a message's `expiration` property (milliseconds) as RabbitMQ does.
 pub fn parse_expiration(v: &str) -> Option<u64> {
     if v.is_empty() || !v.bytes().all(|b| b.is_ascii_digit()) {

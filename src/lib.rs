@@ -179,7 +179,7 @@ async fn start_cluster(broker: &Arc<Broker>) -> std::io::Result<()> {
         addr = node.addr(),
         "cluster listener up"
     );
-    node.set_app_handler(replication::forward_handler(broker));
+    replication::serve_node(broker, &node);
     let _ = broker.cluster.set(node.clone());
     broker.set_auto_delete_decider(replication::auto_delete_decider(broker));
     replication::adopt_applied(broker);

@@ -95,10 +95,11 @@ fn members(nodes: &[Node]) -> Vec<Member> {
 /// Starts `group` on every node, led by `nodes[leader]`, and waits until all know it leads.
 async fn form(nodes: &[Node], group: u64, leader: usize) {
     let all = members(nodes);
-    for (i, n) in nodes.iter().enumerate() {
+    let name = nodes[leader].node.name().to_owned();
+    for n in nodes {
         n.node
             .groups()
-            .start(group, &all, i == leader)
+            .start(group, &all, Some(&name))
             .await
             .expect("group starts");
     }
@@ -317,10 +318,11 @@ async fn many_groups_share_commits_and_idle_groups_exchange_no_heartbeats() {
     let baseline = sent_during(&nodes, Duration::from_secs(2)).await;
     const GROUPS: u64 = 60;
     for g in 1..=GROUPS {
-        for (i, n) in nodes.iter().enumerate() {
+        let leader = nodes[(g % 3) as usize].node.name().to_owned();
+        for n in &nodes {
             n.node
                 .groups()
-                .start(100 + g, &all, i == (g % 3) as usize)
+                .start(100 + g, &all, Some(&leader))
                 .await
                 .expect("group starts");
         }

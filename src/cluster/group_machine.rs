@@ -74,8 +74,12 @@ impl GroupMachine {
                 ops.push(GroupOp::Put(key, value));
                 reply.added.push(key);
             }
-            GroupCommand::Set(key, value) => ops.push(GroupOp::Put(key, value)),
+            GroupCommand::Set(key, value) => {
+                self.next_key = self.next_key.max(key.saturating_add(1));
+                ops.push(GroupOp::Put(key, value));
+            }
             GroupCommand::Remove(keys) => ops.extend(keys.into_iter().map(GroupOp::Delete)),
+            GroupCommand::RemoveRange(from, to) => ops.push(GroupOp::DeleteRange(from, to)),
             GroupCommand::Clear => ops.push(GroupOp::Clear),
             GroupCommand::Batch(cmds) => {
                 for c in cmds {

@@ -26,10 +26,12 @@ pub type GroupRaft = openraft::Raft<GroupConfig>;
 pub enum GroupCommand {
     /// Adds a value under the group's next key (keys grow by one per added value).
     Add(Vec<u8>),
-    /// Sets the value at a key.
+    /// Sets the value at a key (keys below it are not given to `Add`s afterwards).
     Set(u64, Vec<u8>),
     /// Removes the values at these keys.
     Remove(Vec<u64>),
+    /// Removes the values at keys `from..=to`.
+    RemoveRange(u64, u64),
     /// Removes every value.
     Clear,
     /// Several commands applied as one entry, in order.

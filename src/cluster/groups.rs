@@ -40,6 +40,12 @@ const START_GRACE: Duration = Duration::from_secs(1);
 const ELECTION_TIMEOUT: (Duration, Duration) =
     (Duration::from_millis(300), Duration::from_millis(600));
 
+/// Told that this node leads `group` (once per term, until it answers true): the core
+/// makes the group's queue served here.
+pub type LeadingHook = Arc<
+    dyn Fn(u64) -> std::pin::Pin<Box<dyn std::future::Future<Output = bool> + Send>> + Send + Sync,
+>;
+
 /// The replicated queue groups this node is a member of.
 pub struct Groups {
     me: NodeId,
@@ -50,6 +56,13 @@ pub struct Groups {
     map: DashMap<u64, GroupRaft>,
     /// Since when each group has had no leader that answers (as the supervisor saw it).
     leaderless: DashMap<u64, Instant>,
+    /// The member each group should be led by, when this node was told.
+    preferred: DashMap<u64, NodeId>,
+    /// Told when this node leads a group.
+    leading_hook: std::sync::OnceLock<LeadingHook>,
+    /// The term in which the hook last answered true, per group; groups whose hook runs.
+    settled: Arc<DashMap<u64, u64>>,
+    settling: Arc<dashmap::DashSet<u64>>,
 }
 
 fn leader_of(raft: &GroupRaft) -> Option<(NodeId, String)> {
@@ -112,6 +125,10 @@ impl Groups {
             write_timeout,
             map: DashMap::new(),
             leaderless: DashMap::new(),
+            preferred: DashMap::new(),
+            leading_hook: std::sync::OnceLock::new(),
+            settled: Default::default(),
+            settling: Default::default(),
         })
     }
 
@@ -123,18 +140,23 @@ impl Groups {
     }
 
     /// Starts this node's member of `group` (from what the store holds of it). A new group
-    /// is formed with `members` (this node among them); when `lead` this node calls the first
-    /// election at once, which is how a queue's leader is placed. Starting a running group
-    /// does nothing.
+    /// is formed with `members` (this node among them). `leader` names the member the group
+    /// should be led by (where the queue was placed): that node calls the first election at
+    /// once, and whenever the group has no leader it goes first among the members with the
+    /// longest log. Starting a running group only records the preferred leader.
     pub async fn start(
         &self,
         group: u64,
         members: &[Member],
-        lead: bool,
+        leader: Option<&str>,
     ) -> Result<(), ClusterError> {
+        if let Some(name) = leader {
+            self.preferred.insert(group, node_id(name));
+        }
         if self.map.contains_key(&group) {
             return Ok(());
         }
+        let lead = self.preferred.get(&group).is_some_and(|p| *p == self.me);
         let start = |e: &dyn std::fmt::Display| ClusterError::Start(format!("group {group}: {e}"));
         let log = LogStore::new(self.store.clone(), group);
         let sm = GroupMachine::open(self.store.clone(), group).map_err(|e| start(&e))?;
@@ -158,10 +180,9 @@ impl Groups {
                 Err(e) => return Err(start(&e)),
             }
         }
-        self.leaderless.insert(
-            group,
-            Instant::now() + if lead { Duration::ZERO } else { START_GRACE },
-        );
+        // The designated leader's own election gets a round before anyone calls another.
+        let grace = if lead { RANK_STEP } else { START_GRACE };
+        self.leaderless.insert(group, Instant::now() + grace);
         if lead {
             let _ = raft.trigger().elect().await;
         }
@@ -176,7 +197,7 @@ impl Groups {
             .raft_groups(except)
             .map_err(|e| ClusterError::Start(e.to_string()))?;
         for &g in &groups {
-            self.start(g, &[], false).await?;
+            self.start(g, &[], None).await?;
         }
         Ok(groups)
     }
@@ -272,6 +293,61 @@ impl Groups {
         }
     }
 
+    /// Proposes `cmd` to `group` only if this node leads it (waiting up to the write timeout
+    /// while the group has no leader yet), and answers once it is committed and applied
+    /// here: the writes of a queue's task, which must never reach a group it does not lead.
+    pub async fn write_here(
+        &self,
+        group: u64,
+        cmd: GroupCommand,
+    ) -> Result<GroupReply, ClusterError> {
+        let not_leader = || ClusterError::Refused(format!("this node does not lead group {group}"));
+        let deadline = Instant::now() + self.write_timeout;
+        // A group being started here (its queue was just declared) is waited for.
+        let raft = loop {
+            match self.raft(group) {
+                Ok(raft) => break raft,
+                Err(e) if Instant::now() >= deadline => return Err(e),
+                Err(_) => tokio::time::sleep(Duration::from_millis(10)).await,
+            }
+        };
+        loop {
+            match leader_of(&raft) {
+                Some((id, _)) if id == self.me => break,
+                Some(_) => return Err(not_leader()),
+                None if Instant::now() >= deadline => {
+                    return Err(ClusterError::Timeout(self.write_timeout))
+                }
+                None => tokio::time::sleep(Duration::from_millis(20)).await,
+            }
+        }
+        let remaining = deadline.saturating_duration_since(Instant::now());
+        match tokio::time::timeout(remaining, raft.client_write(cmd)).await {
+            Ok(Ok(r)) => Ok(r.data),
+            Ok(Err(e)) => Err(match refusal(&raft, e) {
+                Refused::NotLeader(_) => not_leader(),
+                Refused::Failed(e) => ClusterError::Refused(e),
+            }),
+            Err(_) => Err(ClusterError::Timeout(self.write_timeout)),
+        }
+    }
+
+    /// Waits until this node, as `group`'s leader, has applied everything committed before
+    /// it led (what a new leader's queue must start from).
+    pub async fn linearize(&self, group: u64) -> Result<(), ClusterError> {
+        let raft = self.raft(group)?;
+        match tokio::time::timeout(self.write_timeout, raft.ensure_linearizable()).await {
+            Ok(Ok(_)) => Ok(()),
+            Ok(Err(e)) => Err(ClusterError::Refused(e.to_string())),
+            Err(_) => Err(ClusterError::Timeout(self.write_timeout)),
+        }
+    }
+
+    /// Calls `hook` whenever this node comes to lead a group (set once, by the core).
+    pub fn on_leading(&self, hook: LeadingHook) {
+        let _ = self.leading_hook.set(hook);
+    }
+
     /// `group`'s values as this node has applied them, in key order.
     pub async fn values(&self, group: u64) -> Result<Vec<(u64, Vec<u8>)>, ClusterError> {
         self.raft(group)?;
@@ -285,6 +361,8 @@ impl Groups {
     /// Stops this node's member of `group`, keeping what the store holds of it.
     pub async fn stop(&self, group: u64) {
         self.leaderless.remove(&group);
+        self.preferred.remove(&group);
+        self.settled.remove(&group);
         if let Some((_, raft)) = self.map.remove(&group) {
             let _ = raft.shutdown().await;
         }
@@ -369,6 +447,7 @@ impl Groups {
             };
             if state == ServerState::Leader {
                 self.leaderless.remove(&group);
+                self.settle(group, &raft);
                 continue;
             }
             let leader_node = leader.and_then(|l| voters.iter().find(|(id, _)| *id == l));
@@ -389,6 +468,25 @@ impl Groups {
             }
             self.maybe_elect(group, &raft, leader, &voters).await;
         }
+    }
+
+    /// Runs the leading hook for `group`, which this node leads, unless it answered true in
+    /// this term or is running.
+    fn settle(&self, group: u64, raft: &GroupRaft) {
+        let Some(hook) = self.leading_hook.get().cloned() else {
+            return;
+        };
+        let term = raft.metrics().borrow().current_term;
+        if self.settled.get(&group).is_some_and(|t| *t == term) || !self.settling.insert(group) {
+            return;
+        }
+        let (settled, settling) = (self.settled.clone(), self.settling.clone());
+        tokio::spawn(async move {
+            if hook(group).await {
+                settled.insert(group, term);
+            }
+            settling.remove(&group);
+        });
     }
 
     /// Calls an election in `group`, which has no leader that answers, when this node's turn
@@ -438,7 +536,8 @@ impl Groups {
             .filter(|(_, last)| *last == mine)
             .map(|(id, _)| *id)
             .collect();
-        ranked.sort_by_key(|id| rank_key(group, *id));
+        let preferred = self.preferred.get(&group).map(|p| *p);
+        ranked.sort_by_key(|id| (Some(*id) != preferred, rank_key(group, *id)));
         let rank = ranked.iter().position(|id| *id == self.me).unwrap_or(0);
         if Instant::now() < since + RANK_STEP * u32::try_from(rank).unwrap_or(u32::MAX) {
             return;

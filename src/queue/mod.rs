@@ -5,6 +5,7 @@
 mod actor;
 pub mod consumer;
 pub mod deadletter;
+pub mod journal;
 mod ready;
 pub mod remote;
 pub mod stats;
@@ -80,6 +81,8 @@ pub struct QueueShared {
     deleted: std::sync::atomic::AtomicBool,
     /// The node the queue lives on when that is another node ([`remote`]); None: here.
     pub home: Option<Arc<str>>,
+    /// Where a replicated queue led here records its messages (instead of the store).
+    pub journal: Option<Arc<dyn journal::Journal>>,
 }
 
 /// Messages at least this large count against `MAILBOX_BYTES` (smaller ones are bounded well
@@ -244,8 +247,53 @@ impl QueueShared {
             inflight: Default::default(),
             deleted: Default::default(),
             home: None,
+            journal: None,
         });
-        actor::start(q.clone(), host, rx, Vec::new(), None);
+        actor::start(q.clone(), host, rx, Vec::new(), None, Vec::new());
+        q
+    }
+
+    /// A replicated queue led by this node: its task records messages in `journal` and
+    /// starts with what the journal held (`from`).
+    #[allow(clippy::too_many_arguments)]
+    pub fn spawn_journaled<H: QueueHost>(
+        name: String,
+        host: &Arc<H>,
+        durable: bool,
+        auto_delete: bool,
+        arguments: FieldTable,
+        args: crate::args::QueueArgs,
+        journal: Arc<dyn journal::Journal>,
+        from: journal::Journaled,
+    ) -> QueueRef {
+        let applied = host.policies_for(&name, &args, &arguments);
+        let (tx, ctl, rx) = actor::mailbox(MAILBOX);
+        let q = Arc::new(QueueShared {
+            name,
+            vhost: host.vhost_name().to_owned(),
+            durable,
+            exclusive_owner: None,
+            auto_delete,
+            arguments,
+            args,
+            may_reject: applied.args.may_reject().into(),
+            applied: std::sync::RwLock::new(Arc::new(applied)),
+            store_id: None,
+            tx,
+            ctl,
+            inflight: Default::default(),
+            deleted: Default::default(),
+            home: None,
+            journal: Some(journal),
+        });
+        actor::start(
+            q.clone(),
+            host,
+            rx,
+            Vec::new(),
+            from.delivered,
+            from.messages,
+        );
         q
     }
 
@@ -277,6 +325,7 @@ impl QueueShared {
             inflight: Default::default(),
             deleted: Default::default(),
             home: Some(home.node.into()),
+            journal: None,
         });
         remote::start(q.clone(), home.link, rx);
         q
@@ -305,8 +354,9 @@ impl QueueShared {
             inflight: Default::default(),
             deleted: Default::default(),
             home: None,
+            journal: None,
         });
-        actor::start(q.clone(), host, rx, r.messages, r.delivered);
+        actor::start(q.clone(), host, rx, r.messages, r.delivered, Vec::new());
         q
     }
 
@@ -381,9 +431,11 @@ impl QueueShared {
         self.persists(msg) || self.may_reject.load(std::sync::atomic::Ordering::Relaxed)
     }
 
-    /// Whether a message published to this queue is written to the store.
+    /// Whether a message published to this queue is written to the store (or, for a
+    /// replicated queue, to its journal: every message, persistent or not, as RabbitMQ's
+    /// quorum queues keep them).
     pub fn persists(&self, msg: &Message) -> bool {
-        self.store_id.is_some() && msg.persistent
+        self.journal.is_some() || (self.store_id.is_some() && msg.persistent)
     }
 
     /// Enqueues a message; the token (if any) completes once the message is stored.

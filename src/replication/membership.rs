@@ -77,7 +77,7 @@ impl Broker {
             .await
             .map_err(|e| JoinError::Failed(e.to_string()))?;
         self.cluster.set(fresh.clone());
-        fresh.set_app_handler(super::forward_handler(self));
+        super::serve_node(self, &fresh);
         tracing::warn!(node = %member, "reset: this node's metadata was wiped; joining the cluster");
         if let Err(e) = fresh.join(&member.addr).await {
             // Still a node of its own: a cluster of one again, seeded with what it kept.

@@ -23,7 +23,9 @@ mod exclusive;
 mod forward;
 mod membership;
 mod publish;
+mod queue_record;
 mod queues;
+mod quorum;
 mod settle;
 mod vhosts;
 mod wire;
@@ -123,7 +125,8 @@ fn in_exchanges(path: &[String]) -> bool {
 
 /// Whether a path under a vhost is a queue's.
 fn in_queues(path: &[String]) -> bool {
-    path.first().is_some_and(|r| r == VHOSTS) && path.get(2).is_some_and(|k| k == queues::QUEUES)
+    path.first().is_some_and(|r| r == VHOSTS)
+        && path.get(2).is_some_and(|k| k == queue_record::QUEUES)
 }
 
 fn apply_put(b: &Broker, path: &[String], value: &[u8]) {
@@ -221,10 +224,12 @@ async fn seed_or_adopt(
     Ok(())
 }
 
-/// The handler of other nodes' requests to this node's core: their operations on queues that
-/// live here, and their notices about their exclusive queues.
-pub fn forward_handler(b: &Arc<Broker>) -> crate::cluster::node::AppHandler {
-    forward::handler(b, exclusive::receive_notice)
+/// Makes `node` serve this broker's core: other nodes' requests (their operations on queues
+/// that live here, their notices about their exclusive queues), and the quorum queues whose
+/// group this node comes to lead.
+pub fn serve_node(b: &Arc<Broker>, node: &MetaNode) {
+    node.set_app_handler(forward::handler(b, exclusive::receive_notice));
+    node.groups().on_leading(quorum::leading_hook(b));
 }
 
 /// [`seed_or_adopt`] in the background from the start, retrying each second until a majority

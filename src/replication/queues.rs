@@ -15,9 +15,10 @@
 use super::exchanges::{
     binding_path, bindings_to, emptied_sources, with_exchanges, End, SOURCE_AT,
 };
+use super::queue_record::{decode_queue, encode_queue, queue_path, QUEUES};
 use super::{forward, unavailable, Record, VHOSTS};
 use crate::broker::Broker;
-use crate::cluster::types::{Command, Path};
+use crate::cluster::types::Command;
 use crate::error::{CoreError, CoreResult};
 use crate::queue::remote::Home;
 use crate::queue::QueueRef;
@@ -25,43 +26,6 @@ use crate::vhost::{QueueOptions, VHost};
 use amq_protocol::types::FieldTable;
 use std::collections::BTreeMap;
 use std::sync::Arc;
-
-/// Where a vhost's queues live below it.
-pub(super) const QUEUES: &str = "queues";
-
-fn queue_path(vhost: &str, name: &str) -> Path {
-    vec![VHOSTS.into(), vhost.into(), QUEUES.into(), name.into()]
-}
-
-fn encode_queue(node: &str, durable: bool, auto_delete: bool, arguments: &FieldTable) -> Vec<u8> {
-    serde_json::json!({
-        "node": node,
-        "durable": durable,
-        "auto_delete": auto_delete,
-        "arguments": super::exchanges::table_hex(arguments),
-    })
-    .to_string()
-    .into_bytes()
-}
-
-/// A queue record: home node, durable, auto-delete, arguments.
-struct QueueDef {
-    node: String,
-    durable: bool,
-    auto_delete: bool,
-    arguments: FieldTable,
-}
-
-fn decode_queue(bytes: &[u8]) -> Option<QueueDef> {
-    let j: serde_json::Value = serde_json::from_slice(bytes).ok()?;
-    let flag = |k: &str| j.get(k).and_then(serde_json::Value::as_bool);
-    Some(QueueDef {
-        node: j.get("node")?.as_str()?.to_owned(),
-        durable: flag("durable")?,
-        auto_delete: flag("auto_delete")?,
-        arguments: super::exchanges::hex_table(j.get("arguments")?.as_str()?)?,
-    })
-}
 
 /// This node's name in the cluster (None: not in one).
 fn me(b: &Broker) -> Option<String> {
@@ -80,7 +44,7 @@ pub(super) fn records(b: &Broker) -> Vec<Record> {
                 let node = q.home.as_deref().unwrap_or(&me);
                 out.push((
                     queue_path(&v.name, &q.name),
-                    encode_queue(node, q.durable, q.auto_delete, &q.arguments),
+                    encode_queue(node, q.durable, q.auto_delete, &q.arguments, None),
                 ));
             }
         }
@@ -99,6 +63,9 @@ pub(super) fn apply_put(b: &Broker, path: &[String], value: &[u8]) -> bool {
     let (Some(v), Some(node)) = (b.vhost(vhost), b.cluster.get()) else {
         return true;
     };
+    if def.quorum.is_some() {
+        return super::quorum::apply(b, &v, name, value);
+    }
     let home = (def.node != node.name()).then(|| Home {
         node: &def.node,
         link: forward::link(&b.cluster, b.incarnation),
@@ -113,6 +80,10 @@ pub(super) fn apply_delete(b: &Broker, path: &[String]) {
     if let ([_, vhost, _, name], Some(v)) = (path, path.get(1).and_then(|v| b.vhost(v))) {
         debug_assert_eq!(&v.name, vhost);
         v.drop_queue(name);
+    }
+    if let Some(node) = b.cluster.get().filter(|n| !n.groups().ids().is_empty()) {
+        // A quorum queue's group goes with its record on the nodes that were its members.
+        tokio::spawn(super::quorum::drop_orphans(node));
     }
 }
 
@@ -232,11 +203,15 @@ impl Broker {
             true => least_loaded(&node).await,
             false => node.name().to_owned(),
         };
+        let value = match args.quorum {
+            true => self.quorum_record(&node, &home, o).await?,
+            false => encode_queue(&home, o.durable, o.auto_delete, &o.arguments, None),
+        };
         let cmd = Command::IfPresent {
             path: super::vhost_path(&v.name),
             then: vec![Command::Create {
                 path: queue_path(&v.name, name),
-                value: encode_queue(&home, o.durable, o.auto_delete, &o.arguments),
+                value,
             }],
         };
         let reply = node.write(cmd).await.map_err(unavailable)?;
@@ -387,24 +362,5 @@ impl Broker {
         v.check_exclusive(&q, connection)?;
         let path = binding_path(&v.name, exchange, key, args, End::Queue(queue));
         self.unbind_path(&node, v, exchange, path).await
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_queue_record_decodes_to_what_was_encoded() {
-        let mut args = FieldTable::default();
-        args.insert(
-            "x-max-length".into(),
-            amq_protocol::types::AMQPValue::LongInt(5),
-        );
-        let def = decode_queue(&encode_queue("warren@b", true, false, &args)).expect("decodes");
-        assert_eq!(def.node, "warren@b");
-        assert!(def.durable && !def.auto_delete);
-        assert_eq!(def.arguments, args);
-        assert!(decode_queue(b"{\"node\":1}").is_none());
     }
 }

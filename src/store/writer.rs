@@ -155,6 +155,8 @@ pub enum GroupOp {
     Put(u64, Vec<u8>),
     /// Removes the value at a key.
     Delete(u64),
+    /// Removes the values at keys `from..=to`.
+    DeleteRange(u64, u64),
     /// Removes every value.
     Clear,
 }
@@ -466,6 +468,10 @@ fn apply(db: &Database, batch: &[Op]) -> Result<(), redb::Error> {
                             }
                             GroupOp::Delete(key) => {
                                 group_values.remove((*group, *key))?;
+                            }
+                            GroupOp::DeleteRange(from, to) => {
+                                group_values
+                                    .retain_in((*group, *from)..=(*group, *to), |_, _| false)?;
                             }
                             GroupOp::Clear => {
                                 group_values.retain_in(all.clone(), |_, _| false)?;

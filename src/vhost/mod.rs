@@ -381,6 +381,40 @@ impl VHost {
         self.queues.insert(name.to_owned(), q);
     }
 
+    /// Installs a replicated queue led by this node: its task records messages in `journal`
+    /// and starts from what the journal held. A queue already led here is kept; another
+    /// handle of that name (on the queue's former leader) is replaced, without its bindings
+    /// (the caller binds the new one).
+    pub fn install_journaled(
+        self: &Arc<Self>,
+        name: &str,
+        durable: bool,
+        auto_delete: bool,
+        arguments: &FieldTable,
+        journal: Arc<dyn crate::queue::journal::Journal>,
+        from: crate::queue::journal::Journaled,
+    ) {
+        if let Some(q) = self.queues.get(name).map(|q| q.clone()) {
+            if q.journal.is_some() {
+                return;
+            }
+            self.drop_queue(name);
+        }
+        self.queue_churn[1].fetch_add(1, Ordering::Relaxed);
+        let args = QueueArgs::parse(arguments, name, &self.name).unwrap_or_default();
+        let q = QueueShared::spawn_journaled(
+            name.to_owned(),
+            self,
+            durable,
+            auto_delete,
+            arguments.clone(),
+            args,
+            journal,
+            from,
+        );
+        self.queues.insert(name.to_owned(), q);
+    }
+
     /// Removes a queue the cluster deleted: its bindings here, and its messages when it lives
     /// here (never cascading: the cluster decided what else goes).
     pub fn drop_queue(&self, name: &str) {

@@ -69,10 +69,14 @@ impl Consumer {
     }
 }
 
-/// A store write waiting for the end of the current batch (kept in order).
+/// A store (or journal) write waiting for the end of the current batch (kept in order).
 #[derive(Debug)]
 enum Pending {
     Put(u64, Arc<Message>, Option<u64>, Option<ConfirmToken>),
+    /// Stored messages that are gone (acked, dropped, purged).
+    Forget(Vec<u64>),
+    /// The paged-out range `from..=to` was purged.
+    ForgetRange(u64, u64),
     Op(Op),
 }
 
@@ -140,15 +144,22 @@ pub(super) fn mailbox(
     (tx, ctl, Mailbox { data, control })
 }
 
-/// Spawns the task of a queue, with the sequence numbers of recovered messages.
+/// Spawns the task of a queue, with the sequence numbers of recovered messages (bodies in
+/// the store) and the messages of a replicated queue's journal (`loaded`, in order).
 pub(super) fn start<H: super::QueueHost>(
     shared: QueueRef,
     host: &Arc<H>,
     rx: Mailbox,
     recovered: Vec<crate::store::RecoveredMessage>,
     delivered: Option<u64>,
+    loaded: Vec<(u64, Arc<Message>)>,
 ) {
-    let next_seq = recovered.iter().map(|m| m.seq + 1).max().unwrap_or(0);
+    let next_seq = recovered
+        .iter()
+        .map(|m| m.seq + 1)
+        .chain(loaded.last().map(|(seq, _)| seq + 1))
+        .max()
+        .unwrap_or(0);
     let page_file = host.store().paging().page_file();
     let mut ready = ReadyList::new(shared.args.max_priority, Some(page_file));
     let (now, unix_now) = (now_ms(), crate::clock::unix_ms());
@@ -161,6 +172,18 @@ pub(super) fn start<H: super::QueueHost>(
             // A TTL keeps running across the restart.
             expires: m.expires_at.map(|at| now + at.saturating_sub(unix_now)),
             size: u64::from(m.size),
+            returns: 0,
+            priority,
+        });
+    }
+    for (seq, msg) in loaded {
+        let priority = ready.level_of(msg.priority);
+        ready.insert(Ready {
+            seq,
+            size: msg.body_len() as u64,
+            msg: Some(msg),
+            redelivered: delivered.is_some_and(|d| seq <= d),
+            expires: None,
             returns: 0,
             priority,
         });
@@ -353,9 +376,23 @@ impl QueueActor {
         self.ready.pop_front()
     }
 
-    /// Hands this batch's writes to the store, in order, then answers flush requests.
+    /// Hands this batch's writes to the store (or the journal), in order, then answers
+    /// flush requests.
     async fn write_pending(&mut self) {
-        if let Some(id) = self.shared.store_id {
+        if let Some(journal) = self.shared.journal.clone() {
+            if self.mark_dirty {
+                self.mark_dirty = false;
+                journal.delivered(self.delivered_mark);
+            }
+            for p in self.pending.drain(..) {
+                match p {
+                    Pending::Put(seq, msg, _, token) => journal.put(seq, msg, token),
+                    Pending::Forget(seqs) => journal.remove(seqs),
+                    Pending::ForgetRange(from, to) => journal.remove_range(from, to),
+                    Pending::Op(_) => {}
+                }
+            }
+        } else if let Some(id) = self.shared.store_id {
             if self.mark_dirty {
                 self.mark_dirty = false;
                 self.pending.push(Pending::Op(Op::Delivered {
@@ -370,6 +407,14 @@ impl QueueActor {
                             .put_message(id, seq, msg, expires_at, token)
                             .await
                     }
+                    Pending::Forget(seqs) => {
+                        self.store.submit(Op::DeleteMessages { queue: id, seqs })
+                    }
+                    Pending::ForgetRange(from, to) => self.store.submit(Op::DeleteRange {
+                        queue: id,
+                        from,
+                        to,
+                    }),
                     Pending::Op(op) => self.store.submit(op),
                 }
             }
@@ -500,22 +545,24 @@ impl QueueActor {
             }
             QueueCmd::Purge(reply) => {
                 let n = self.ready.len() as u32;
-                let stored: Vec<u64> = match self.shared.store_id {
+                let journaled = self.shared.journal.is_some();
+                let stored: Vec<u64> = if journaled || self.shared.store_id.is_some() {
                     // Bodies of recovered messages are not loaded; they are stored by definition.
-                    Some(_) => self
-                        .ready
+                    self.ready
                         .iter()
-                        .filter(|r| r.msg.as_ref().is_none_or(|m| m.persistent))
+                        .filter(|r| journaled || r.msg.as_ref().is_none_or(|m| m.persistent))
                         .map(|r| r.seq)
-                        .collect(),
-                    None => Vec::new(),
+                        .collect()
+                } else {
+                    Vec::new()
                 };
                 let paged = self.ready.clear();
                 self.forget_stored(stored);
-                if let (Some(queue), Some((from, to))) = (self.shared.store_id, paged) {
+                if let Some((from, to)) =
+                    paged.filter(|_| journaled || self.shared.store_id.is_some())
+                {
                     // Persistent messages among the paged ones are in the store too.
-                    self.pending
-                        .push(Pending::Op(Op::DeleteRange { queue, from, to }));
+                    self.pending.push(Pending::ForgetRange(from, to));
                 }
                 let _ = reply.send(n);
             }
@@ -585,11 +632,11 @@ impl QueueActor {
         }
     }
 
-    /// Deletes acknowledged or dropped messages from the store.
+    /// Deletes acknowledged or dropped messages from the store (or the journal).
     fn forget_stored(&mut self, seqs: Vec<u64>) {
-        if let (Some(queue), false) = (self.shared.store_id, seqs.is_empty()) {
-            self.pending
-                .push(Pending::Op(Op::DeleteMessages { queue, seqs }));
+        let kept = self.shared.store_id.is_some() || self.shared.journal.is_some();
+        if kept && !seqs.is_empty() {
+            self.pending.push(Pending::Forget(seqs));
         }
     }
 

@@ -1,0 +1,31 @@
+//! Where a replicated (quorum) queue's task records its messages instead of the node's store:
+//! its Raft group, through the cluster ([`crate::replication`] implements it). The task calls
+//! it exactly where a durable classic queue writes to the store, in the same order; confirms
+//! complete once the group has committed (a majority of members have it on disk).
+
+use crate::confirm::ConfirmToken;
+use crate::message::Message;
+use std::sync::Arc;
+
+/// A replicated queue's log of changes, as its task sees it.
+pub trait Journal: Send + Sync + std::fmt::Debug {
+    /// Records a message under its sequence number; `token` completes (true) once it is
+    /// committed, false when it could not be.
+    fn put(&self, seq: u64, msg: Arc<Message>, token: Option<ConfirmToken>);
+    /// Forgets messages (acked, dropped or purged).
+    fn remove(&self, seqs: Vec<u64>);
+    /// Forgets the messages with sequence numbers `from..=to`.
+    fn remove_range(&self, from: u64, to: u64);
+    /// Records that every message up to `seq` has been handed to a client (a new leader's
+    /// task flags them redelivered).
+    fn delivered(&self, seq: u64);
+}
+
+/// What a replicated queue's journal held, for a new task (a new leader's) to start from.
+#[derive(Debug, Default)]
+pub struct Journaled {
+    /// The messages, by sequence number, in order.
+    pub messages: Vec<(u64, Arc<Message>)>,
+    /// The highest sequence number handed to a client.
+    pub delivered: Option<u64>,
+}

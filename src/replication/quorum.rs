@@ -1,0 +1,415 @@
+//! Quorum queues on the cluster (#18). A quorum queue's record in the tree carries its Raft
+//! group's id and members (chosen at declare: the declaring node, which leads first, and the
+//! next running nodes, `x-quorum-initial-group-size` in all, default 3). The group (see
+//! `cluster::groups`) holds the queue's messages: key 0 the delivered mark, key `seq + 1` the
+//! message with that sequence number, as [`WireMessage`] bytes.
+//!
+//! The queue's task runs on the group's leader, a classic queue task whose store writes go
+//! to the group instead ([`GroupJournal`]): a confirm is sent once a majority has the message
+//! on disk. Every other node holds a handle that forwards to the leader, as for a classic
+//! queue on another node. When another member comes to lead the group (its node was lost),
+//! it applies what the group committed, starts the queue's task from the group's messages
+//! (those handed out before are flagged redelivered) and writes itself into the record as
+//! the queue's node; every node then points its handle at it, bindings kept.
+
+use super::exchanges::{bindings_to, End};
+use super::queue_record::{decode_queue, encode_queue, queue_path, QueueDef, Quorum, QUEUES};
+use super::{forward, unavailable, VHOSTS};
+use crate::broker::Broker;
+use crate::cluster::codec;
+use crate::cluster::group_types::GroupCommand;
+use crate::cluster::types::{Command, Member};
+use crate::cluster::MetaNode;
+use crate::confirm::ConfirmToken;
+use crate::error::CoreResult;
+use crate::message::Message;
+use crate::queue::journal::{Journal, Journaled};
+use crate::queue::remote::{Home, WireMessage};
+use crate::vhost::VHost;
+use std::sync::{Arc, Mutex, Weak};
+
+/// The group key of a queue's delivered mark (messages are at `seq + 1`).
+const MARK: u64 = 0;
+/// Commands one group entry carries at most.
+const MOST: usize = 1024;
+/// Members of a new quorum queue's group unless `x-quorum-initial-group-size` says.
+const DEFAULT_SIZE: usize = 3;
+
+/// The journal of a quorum queue led here: its group, written one entry at a time, the
+/// commands made meanwhile waiting to go together in the next.
+#[derive(Clone)]
+pub(super) struct GroupJournal(Arc<Inner>);
+
+struct Inner {
+    group: u64,
+    node: Weak<MetaNode>,
+    pending: Mutex<Pending>,
+}
+
+#[derive(Default)]
+struct Pending {
+    queue: Vec<(GroupCommand, Option<ConfirmToken>)>,
+    flushing: bool,
+}
+
+impl std::fmt::Debug for GroupJournal {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "GroupJournal({})", self.0.group)
+    }
+}
+
+impl GroupJournal {
+    fn new(group: u64, node: &Arc<MetaNode>) -> GroupJournal {
+        GroupJournal(Arc::new(Inner {
+            group,
+            node: Arc::downgrade(node),
+            pending: Mutex::new(Pending::default()),
+        }))
+    }
+
+    fn push(&self, cmd: GroupCommand, token: Option<ConfirmToken>) {
+        let start = match self.0.pending.lock() {
+            Ok(mut p) => {
+                p.queue.push((cmd, token));
+                !std::mem::replace(&mut p.flushing, true)
+            }
+            Err(_) => false,
+        };
+        if start {
+            tokio::spawn(flush(self.0.clone()));
+        }
+    }
+}
+
+/// Writes what waits, an entry at a time, until nothing does; completes each confirm with
+/// whether its entry was committed.
+async fn flush(inner: Arc<Inner>) {
+    loop {
+        let batch: Vec<(GroupCommand, Option<ConfirmToken>)> = match inner.pending.lock() {
+            Ok(mut p) if p.queue.is_empty() => {
+                p.flushing = false;
+                return;
+            }
+            Ok(mut p) => {
+                let n = p.queue.len().min(MOST);
+                p.queue.drain(..n).collect()
+            }
+            Err(_) => return,
+        };
+        let (cmds, tokens): (Vec<_>, Vec<_>) = batch.into_iter().unzip();
+        let committed = match inner.node.upgrade() {
+            Some(node) => {
+                let r = node
+                    .groups()
+                    .write_here(inner.group, GroupCommand::Batch(cmds))
+                    .await;
+                if let Err(e) = &r {
+                    tracing::warn!(group = inner.group, error = %e, "a quorum queue write failed");
+                }
+                r.is_ok()
+            }
+            None => false,
+        };
+        for t in tokens.into_iter().flatten() {
+            t.complete(committed);
+        }
+    }
+}
+
+impl Journal for GroupJournal {
+    fn put(&self, seq: u64, msg: Arc<Message>, token: Option<ConfirmToken>) {
+        match codec::encode(&WireMessage::of(&msg)) {
+            Ok(bytes) => self.push(GroupCommand::Set(seq + 1, bytes), token),
+            Err(_) => {
+                if let Some(t) = token {
+                    t.complete(false);
+                }
+            }
+        }
+    }
+
+    fn remove(&self, seqs: Vec<u64>) {
+        self.push(
+            GroupCommand::Remove(seqs.into_iter().map(|s| s + 1).collect()),
+            None,
+        );
+    }
+
+    fn remove_range(&self, from: u64, to: u64) {
+        self.push(GroupCommand::RemoveRange(from + 1, to + 1), None);
+    }
+
+    fn delivered(&self, seq: u64) {
+        if let Ok(bytes) = codec::encode(&seq) {
+            self.push(GroupCommand::Set(MARK, bytes), None);
+        }
+    }
+}
+
+/// What `group` holds on this node, as a queue task starts from it.
+async fn load(node: &MetaNode, group: u64) -> Result<Journaled, crate::cluster::ClusterError> {
+    let mut out = Journaled::default();
+    for (key, bytes) in node.groups().values(group).await? {
+        if key == MARK {
+            out.delivered = codec::decode(&bytes).ok();
+            continue;
+        }
+        let msg = codec::decode::<WireMessage>(&bytes)
+            .ok()
+            .and_then(WireMessage::message);
+        match msg {
+            Some(m) => out.messages.push((key - 1, Arc::new(m))),
+            None => tracing::error!(group, key, "undecodable quorum queue message; skipped"),
+        }
+    }
+    Ok(out)
+}
+
+/// The members of a new quorum queue led by `leader`: it and the next running nodes by name,
+/// `size` in all (at most one per node, at most the cluster's size).
+pub(super) async fn place(node: &Arc<MetaNode>, leader: &str, size: Option<usize>) -> Quorum {
+    let mut running: Vec<String> = node
+        .member_status(std::time::Duration::from_millis(500))
+        .await
+        .into_iter()
+        .filter(|m| m.running && m.member.name != leader)
+        .map(|m| m.member.name)
+        .collect();
+    running.sort();
+    let mut members = vec![leader.to_owned()];
+    members.extend(
+        running
+            .into_iter()
+            .take(size.unwrap_or(DEFAULT_SIZE).saturating_sub(1)),
+    );
+    let mut group: u64 = rand::random();
+    while group == crate::cluster::METADATA_GROUP {
+        group = rand::random();
+    }
+    Quorum { group, members }
+}
+
+/// The inter-node addresses of the members named.
+fn members_of(node: &MetaNode, names: &[String]) -> Vec<Member> {
+    node.members()
+        .into_iter()
+        .map(|(m, _)| m)
+        .filter(|m| names.contains(&m.name))
+        .collect()
+}
+
+/// Applies a quorum queue's record on this node: its member of the group started if this
+/// node is one, and the queue served here (its leader) or reached through its leader.
+pub(super) fn apply(b: &Broker, v: &Arc<VHost>, name: &str, value: &[u8]) -> bool {
+    let (Some(def), Some(node)) = (decode_queue(value), b.cluster.get()) else {
+        return false;
+    };
+    let Some(quorum) = def.quorum.clone() else {
+        return false;
+    };
+    let me = node.name().to_owned();
+    let group = quorum.group;
+    let fresh = b
+        .store
+        .group_image(group)
+        .is_ok_and(|i| i.applied.is_none() && i.values.is_empty());
+    if quorum.members.contains(&me) {
+        let (node, members) = (node.clone(), members_of(&node, &quorum.members));
+        let leader = def.node.clone();
+        tokio::spawn(async move {
+            if let Err(e) = node.groups().start(group, &members, Some(&leader)).await {
+                tracing::error!(group, error = %e, "cannot start a quorum queue's group");
+            }
+        });
+    }
+    let here = v.queue(name).ok();
+    if def.node == me {
+        let led_here = here.as_ref().is_some_and(|q| q.journal.is_some());
+        if !led_here && fresh {
+            // Just declared here: an empty queue, led here once the group elects this node.
+            install_led(b, v, name, &def, &node, group, Journaled::default());
+        }
+        // Otherwise (a restart) the queue starts once the group has a leader here
+        // (`leading_hook`), or its node is rewritten by the member that leads.
+        return true;
+    }
+    let moved = here
+        .as_ref()
+        .is_none_or(|q| q.home.as_deref() != Some(&def.node));
+    let home = Home {
+        node: &def.node,
+        link: forward::link(&b.cluster, b.incarnation),
+        owner: None,
+    };
+    v.install_queue(
+        name,
+        def.durable,
+        def.auto_delete,
+        &def.arguments,
+        Some(home),
+    );
+    if moved {
+        rebind(b, v, name);
+    }
+    true
+}
+
+/// Starts the queue's task here from `from`, with the group as its journal, and binds it as
+/// the tree says.
+fn install_led(
+    b: &Broker,
+    v: &Arc<VHost>,
+    name: &str,
+    def: &QueueDef,
+    node: &Arc<MetaNode>,
+    group: u64,
+    from: Journaled,
+) {
+    let journal = Arc::new(GroupJournal::new(group, node));
+    v.install_journaled(
+        name,
+        def.durable,
+        def.auto_delete,
+        &def.arguments,
+        journal,
+        from,
+    );
+    rebind(b, v, name);
+}
+
+/// Applies the tree's bindings to `name` again (its handle here was replaced).
+fn rebind(b: &Broker, v: &VHost, name: &str) {
+    let Some(node) = b.cluster.get() else {
+        return;
+    };
+    let bindings: Vec<(Vec<String>, Vec<u8>)> = node.read(|t| {
+        t.children(&bindings_to(&v.name, End::Queue(name)))
+            .map(|(p, v)| (p.clone(), v.clone()))
+            .collect()
+    });
+    for (path, value) in bindings {
+        super::exchanges::apply_put(b, &path, &value);
+    }
+}
+
+/// The quorum queue whose group is `group`, as the tree has it: (vhost, name, record).
+fn queue_of_group(node: &MetaNode, group: u64) -> Option<(String, String, Vec<u8>)> {
+    node.read(|t| {
+        t.children(&[VHOSTS.to_string()])
+            .filter_map(|(path, value)| match path.as_slice() {
+                [_, vhost, kind, name] if kind == QUEUES => {
+                    let def = decode_queue(value)?;
+                    (def.quorum?.group == group)
+                        .then(|| (vhost.clone(), name.clone(), value.clone()))
+                }
+                _ => None,
+            })
+            .next()
+    })
+}
+
+/// What this node does when it comes to lead a quorum queue's group: once it has applied
+/// everything committed, it starts the queue's task from the group's messages (unless it
+/// runs it already) and makes itself the queue's node in the tree. True when done (or when
+/// the queue is gone); false to be asked again.
+async fn take_over(b: Arc<Broker>, group: u64) -> bool {
+    let Some(node) = b.cluster.get() else {
+        return true;
+    };
+    let Some((vhost, name, value)) = queue_of_group(&node, group) else {
+        return true;
+    };
+    let (Some(v), Some(def)) = (b.vhost(&vhost), decode_queue(&value)) else {
+        return true;
+    };
+    let led_here = v.queue(&name).is_ok_and(|q| q.journal.is_some());
+    if led_here && def.node == node.name() {
+        return true;
+    }
+    if let Err(e) = node.groups().linearize(group).await {
+        tracing::warn!(group, error = %e, "a new quorum queue leader could not catch up");
+        return false;
+    }
+    if !led_here {
+        let from = match load(&node, group).await {
+            Ok(from) => from,
+            Err(e) => {
+                tracing::error!(group, error = %e, "cannot read a quorum queue's group");
+                return false;
+            }
+        };
+        tracing::info!(queue = %name, vhost = %vhost, messages = from.messages.len(), "this node leads the quorum queue now");
+        install_led(&b, &v, &name, &def, &node, group, from);
+    }
+    if def.node == node.name() {
+        return true;
+    }
+    let moved = Command::IfPresent {
+        path: queue_path(&vhost, &name),
+        then: vec![Command::Put {
+            path: queue_path(&vhost, &name),
+            value: encode_queue(
+                node.name(),
+                def.durable,
+                def.auto_delete,
+                &def.arguments,
+                def.quorum.as_ref(),
+            ),
+        }],
+    };
+    match node.write(moved).await {
+        Ok(_) => true,
+        Err(e) => {
+            tracing::warn!(group, error = %e, "cannot record a quorum queue's new leader");
+            false
+        }
+    }
+}
+
+/// The hook the groups call when this node comes to lead one ([`take_over`]).
+pub(super) fn leading_hook(b: &Arc<Broker>) -> crate::cluster::groups::LeadingHook {
+    let weak = Arc::downgrade(b);
+    Arc::new(move |group| {
+        let weak = weak.clone();
+        Box::pin(async move {
+            match weak.upgrade() {
+                Some(b) => take_over(b, group).await,
+                None => true,
+            }
+        })
+    })
+}
+
+/// Stops and wipes this node's groups whose queue is no longer in the tree (deleted).
+pub(super) async fn drop_orphans(node: Arc<MetaNode>) {
+    for group in node.groups().ids() {
+        if queue_of_group(&node, group).is_none() {
+            node.groups().delete(group).await;
+        }
+    }
+}
+
+impl Broker {
+    /// The record of a new quorum queue led by `leader` first, members placed by [`place`].
+    pub(super) async fn quorum_record(
+        &self,
+        node: &Arc<MetaNode>,
+        leader: &str,
+        o: &crate::vhost::QueueOptions,
+    ) -> CoreResult<Vec<u8>> {
+        let size = crate::args::quorum_group_size(&o.arguments);
+        let quorum = place(node, leader, size).await;
+        if quorum.members.is_empty() {
+            return Err(unavailable(crate::cluster::ClusterError::Refused(
+                "no node to place the quorum queue on".into(),
+            )));
+        }
+        Ok(encode_queue(
+            leader,
+            o.durable,
+            o.auto_delete,
+            &o.arguments,
+            Some(&quorum),
+        ))
+    }
+}

@@ -1,0 +1,139 @@
+//! Quorum queues across three real `warren` processes (#18): a quorum queue declared on one
+//! node is a Raft group over the three; publishes through any node are confirmed once a
+//! majority has them; when the leader's node is killed (-9) another member leads, every
+//! confirmed message not acked is there, in order, and the queue serves publishes and gets
+//! through any node; the killed node comes back as a member and reaches the new leader.
+
+mod common;
+
+use common::cluster::*;
+use common::cluster_amqp::*;
+use lapin::options::{BasicAckOptions, BasicGetOptions, QueueDeclareOptions};
+use lapin::types::{AMQPValue, FieldTable};
+use std::time::{Duration, Instant};
+
+fn quorum() -> FieldTable {
+    let mut args = FieldTable::default();
+    args.insert(
+        "x-queue-type".into(),
+        AMQPValue::LongString("quorum".into()),
+    );
+    args
+}
+
+/// Takes every ready message of `queue` through `c` with basic.get, acking each: (body,
+/// redelivered) in order.
+async fn drain(c: &lapin::Connection, queue: &str) -> Vec<(String, bool)> {
+    let ch = channel(c).await;
+    let mut out = Vec::new();
+    while let Some(m) = within(ch.basic_get(queue.into(), BasicGetOptions { no_ack: false }))
+        .await
+        .expect("get")
+    {
+        let body = String::from_utf8(m.delivery.data.clone()).expect("utf-8");
+        out.push((body, m.delivery.redelivered));
+        within(m.delivery.ack(BasicAckOptions::default()))
+            .await
+            .expect("ack");
+    }
+    out
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_quorum_queue_keeps_what_was_confirmed_when_its_leaders_node_is_killed() {
+    let (specs, mut children, _) = three().await;
+    let a = within(amqp(specs[0].amqp, "%2F")).await.expect("a");
+    let b = within(amqp(specs[1].amqp, "%2F")).await.expect("b");
+    let c = within(amqp(specs[2].amqp, "%2F")).await.expect("c");
+    let on_a = channel(&a).await;
+    within(on_a.queue_declare("qq".into(), durable(), quorum()))
+        .await
+        .expect("declare a quorum queue on a");
+    // RabbitMQ's rules for quorum queues hold in the cluster too.
+    let transient = QueueDeclareOptions::default();
+    let refused = within(
+        channel(&b)
+            .await
+            .queue_declare("qq2".into(), transient, quorum()),
+    )
+    .await;
+    assert_eq!(refused.as_ref().err().and_then(reply_code), Some(406));
+
+    // Confirmed through b (a handle that forwards to the leader on a): a majority has them.
+    publish_confirmed(&b, "", "qq", "m", 20).await;
+    assert_eq!(passive(&c, "qq").await, Ok(20));
+    // Five taken and acked on a, the leader.
+    let taken: Vec<String> = drain_some(&a, "qq", 5).await;
+    assert_eq!(taken, (0..5).map(|i| format!("m-{i}")).collect::<Vec<_>>());
+    assert_eq!(passive(&b, "qq").await, Ok(15));
+    // The acks go to the group after the ack is handled: let them commit.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+
+    children[0].start_kill().expect("kill a");
+    let _ = children[0].wait().await;
+    let killed = Instant::now();
+    eventually_count(
+        &b,
+        "qq",
+        15,
+        "b or c leads the queue with what a had confirmed",
+    )
+    .await;
+    eprintln!(
+        "a quorum queue served again {:?} after its leader's node was killed",
+        killed.elapsed()
+    );
+    publish_confirmed(&c, "", "qq", "n", 5).await;
+    let got = drain(&c, "qq").await;
+    let want: Vec<(String, bool)> = (5..20)
+        .map(|i| (format!("m-{i}"), false))
+        .chain((0..5).map(|i| (format!("n-{i}"), false)))
+        .collect();
+    assert_eq!(
+        got, want,
+        "every confirmed message not acked, in order, once"
+    );
+
+    // a comes back: a member again, its handle on the queue points at the new leader.
+    children[0] = spawn(&specs[0]);
+    let a = {
+        let start = Instant::now();
+        loop {
+            if let Ok(Ok(conn)) =
+                tokio::time::timeout(Duration::from_secs(2), amqp(specs[0].amqp, "%2F")).await
+            {
+                break conn;
+            }
+            assert!(start.elapsed() < Duration::from_secs(30), "a restarts");
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+    };
+    publish_confirmed(&a, "", "qq", "after", 3).await;
+    eventually_count(&b, "qq", 3, "published through the restarted node").await;
+    let got = drain(&a, "qq").await;
+    assert_eq!(
+        got.iter().map(|(m, _)| m.as_str()).collect::<Vec<_>>(),
+        vec!["after-0", "after-1", "after-2"]
+    );
+    for mut child in children {
+        let _ = child.start_kill();
+        let _ = child.wait().await;
+    }
+}
+
+/// Takes `n` messages of `queue` through `c` with basic.get and acks them: their bodies.
+async fn drain_some(c: &lapin::Connection, queue: &str, n: usize) -> Vec<String> {
+    let ch = channel(c).await;
+    let mut out = Vec::new();
+    for _ in 0..n {
+        let m = within(ch.basic_get(queue.into(), BasicGetOptions { no_ack: false }))
+            .await
+            .expect("get")
+            .expect("a message");
+        out.push(String::from_utf8(m.delivery.data.clone()).expect("utf-8"));
+        within(m.delivery.ack(BasicAckOptions::default()))
+            .await
+            .expect("ack");
+    }
+    out
+}
