@@ -8,6 +8,7 @@ mod common;
 
 use common::cluster::*;
 use common::cluster_amqp::*;
+use common::http::request;
 use lapin::options::{BasicAckOptions, BasicGetOptions, QueueDeclareOptions};
 use lapin::types::{AMQPValue, FieldTable};
 use std::time::{Duration, Instant};
@@ -62,16 +63,45 @@ async fn a_quorum_queue_keeps_what_was_confirmed_when_its_leaders_node_is_killed
     // Confirmed through b (a handle that forwards to the leader on a): a majority has them.
     publish_confirmed(&b, "", "qq", "m", 20).await;
     assert_eq!(passive(&c, "qq").await, Ok(20));
-    // Five taken and acked on a, the leader.
+    // Five taken and acked on a, the leader; two taken on c and held unacked.
     let taken: Vec<String> = drain_some(&a, "qq", 5).await;
     assert_eq!(taken, (0..5).map(|i| format!("m-{i}")).collect::<Vec<_>>());
-    assert_eq!(passive(&b, "qq").await, Ok(15));
-    // The acks go to the group after the ack is handled: let them commit.
+    let holder = channel(&c).await;
+    for i in 5..7 {
+        let m = within(holder.basic_get("qq".into(), BasicGetOptions { no_ack: false }))
+            .await
+            .expect("get")
+            .expect("a message");
+        assert_eq!(m.delivery.data, format!("m-{i}").into_bytes());
+    }
+    assert_eq!(passive(&b, "qq").await, Ok(13));
+    // The management API shows the group; stopping a member now leaves a majority.
+    let g = Some(("guest", "guest"));
+    let shown = request(specs[2].http, "GET", "/api/queues/%2F/qq", g, None).await;
+    let shown = shown.json();
+    let mut names: Vec<&str> = NAMES.to_vec();
+    names.sort();
+    assert_eq!(
+        (
+            shown["type"].as_str(),
+            shown["leader"].as_str(),
+            shown["state"].as_str()
+        ),
+        (Some("quorum"), Some(NAMES[0]), Some("running")),
+        "{shown}"
+    );
+    assert_eq!(shown["members"], serde_json::json!(names));
+    let critical = "/api/health/checks/node-is-quorum-critical";
+    let r = request(specs[1].http, "GET", critical, g, None).await;
+    assert_eq!(r.status, 200, "{}", r.body);
+    // The acks and the delivered mark go to the group after they are handled: let them
+    // commit.
     tokio::time::sleep(Duration::from_millis(500)).await;
 
     children[0].start_kill().expect("kill a");
     let _ = children[0].wait().await;
     let killed = Instant::now();
+    // What c held unacked comes back from the new leader, flagged redelivered.
     eventually_count(
         &b,
         "qq",
@@ -86,12 +116,32 @@ async fn a_quorum_queue_keeps_what_was_confirmed_when_its_leaders_node_is_killed
     publish_confirmed(&c, "", "qq", "n", 5).await;
     let got = drain(&c, "qq").await;
     let want: Vec<(String, bool)> = (5..20)
-        .map(|i| (format!("m-{i}"), false))
+        .map(|i| (format!("m-{i}"), i < 7))
         .chain((0..5).map(|i| (format!("n-{i}"), false)))
         .collect();
     assert_eq!(
         got, want,
         "every confirmed message not acked, in order, once"
+    );
+    // Two of three members left: stopping either would leave the queue without a majority.
+    let start = Instant::now();
+    loop {
+        let r = request(specs[1].http, "GET", critical, g, None).await;
+        let listed = r.json()["queues"]
+            .as_array()
+            .is_some_and(|q| q.iter().any(|q| q["name"] == "qq" && q["type"] == "quorum"));
+        if r.status == 503 && listed {
+            break;
+        }
+        assert!(start.elapsed() < Duration::from_secs(10), "{}", r.body);
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    let shown = request(specs[1].http, "GET", "/api/queues/%2F/qq", g, None).await;
+    assert_ne!(
+        shown.json()["leader"].as_str(),
+        Some(NAMES[0]),
+        "{}",
+        shown.body
     );
 
     // a comes back: a member again, its handle on the queue points at the new leader.

@@ -257,7 +257,7 @@ pub(crate) async fn start_app(State(b): State<AppState>, _: Administrator) -> St
 pub(crate) const PING_TIMEOUT: std::time::Duration = std::time::Duration::from_millis(500);
 
 /// `node-is-quorum-critical`: failed when stopping this node would leave a replicated
-/// group without a majority. Replicated queues are not here yet; the metadata group is, and
+/// group without a majority: a quorum queue with a member here, or the metadata group, which
 /// is reported as RabbitMQ reports its own (`rabbitmq_metadata`, a "process") when no more
 /// than a bare majority of its members is online. A single node is never critical (RabbitMQ
 /// says "single node cluster").
@@ -271,17 +271,29 @@ pub(crate) async fn quorum_critical(State(b): State<AppState>, _: Authenticated)
         return ok(json!({"reason": "single node cluster"}));
     }
     let online = voters.iter().filter(|m| m.running).count();
-    if online > voters.len() / 2 + 1 {
-        return ok(json!({}));
-    }
-    failed(
-        "There are quorum queues that would lose their quorum if the target node is shut down",
-        json!({"queues": [{
+    let mut queues = Vec::new();
+    if online <= voters.len() / 2 + 1 {
+        queues.push(json!({
             "readable_name": "rabbitmq_metadata",
             "name": "rabbitmq_metadata",
             "virtual_host": "(not applicable)",
             "type": "process",
-        }]}),
+        }));
+    }
+    for (vhost, name) in b.quorum_critical() {
+        queues.push(json!({
+            "readable_name": format!("queue '{name}' in vhost '{vhost}'"),
+            "name": name,
+            "virtual_host": vhost,
+            "type": "quorum",
+        }));
+    }
+    if queues.is_empty() {
+        return ok(json!({}));
+    }
+    failed(
+        "There are quorum queues that would lose their quorum if the target node is shut down",
+        json!({ "queues": queues }),
     )
 }
 

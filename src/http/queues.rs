@@ -16,9 +16,31 @@ use std::collections::HashMap;
 /// Connection id the HTTP API acts as (it owns no exclusive queue).
 const HTTP_CONNECTION: u64 = 0;
 
-async fn describe(q: &QueueRef, node: &str) -> Value {
+async fn describe(b: &AppState, q: &QueueRef) -> Value {
     let info = q.info().await.unwrap_or_default();
-    describe_with(q, &info, node)
+    with_quorum(b, q, describe_with(q, &info, &super::node_name(b)))
+}
+
+/// A quorum queue's `leader`, `members`, `online` and `state` (`minority` when no majority of
+/// its members answers), as RabbitMQ shows them.
+fn with_quorum(b: &AppState, q: &QueueRef, mut v: Value) -> Value {
+    let status = q
+        .args
+        .quorum
+        .then(|| b.quorum_status(&q.vhost, &q.name))
+        .flatten();
+    if let (Some(s), Some(o)) = (status, v.as_object_mut()) {
+        let state = if s.has_majority() {
+            "running"
+        } else {
+            "minority"
+        };
+        o.insert("leader".into(), json!(s.leader));
+        o.insert("members".into(), json!(s.members));
+        o.insert("online".into(), json!(s.online));
+        o.insert("state".into(), json!(state));
+    }
+    v
 }
 
 fn describe_with(q: &QueueRef, info: &crate::queue::QueueInfo, node: &str) -> Value {
@@ -95,12 +117,13 @@ pub(crate) fn json_table(args: &HashMap<String, Value>) -> Result<FieldTable, Ap
 }
 
 /// `queues` in JSON, as this node sees them (another node's with the counters it answers).
-async fn render(queues: &[QueueRef], node: &str) -> Vec<Value> {
+async fn render(b: &AppState, queues: &[QueueRef]) -> Vec<Value> {
+    let node = super::node_name(b);
     let infos = crate::queue::QueueShared::info_many(queues).await;
     queues
         .iter()
         .zip(&infos)
-        .map(|(q, info)| describe_with(q, info, node))
+        .map(|(q, info)| with_quorum(b, q, describe_with(q, info, &node)))
         .collect()
 }
 
@@ -109,10 +132,9 @@ async fn render(queues: &[QueueRef], node: &str) -> Vec<Value> {
 /// answer.
 async fn list(b: &AppState, queues: Vec<QueueRef>) -> Json<Value> {
     use super::cluster_views::{listed_everywhere, QUEUES};
-    let node = super::node_name(b);
     let (here, elsewhere): (Vec<QueueRef>, Vec<QueueRef>) =
         queues.into_iter().partition(|q| q.home.is_none());
-    let mut out = render(&here, &node).await;
+    let mut out = render(b, &here).await;
     if !elsewhere.is_empty() {
         let mut theirs: HashMap<(String, String), Value> = listed_everywhere(b, QUEUES, Vec::new())
             .await
@@ -132,7 +154,7 @@ async fn list(b: &AppState, queues: Vec<QueueRef>) -> Json<Value> {
                 None => unanswered.push(q),
             }
         }
-        out.extend(render(&unanswered, &node).await);
+        out.extend(render(b, &unanswered).await);
     }
     let key = |v: &Value| {
         (
@@ -152,13 +174,13 @@ pub(crate) async fn home_json(b: &AppState) -> Vec<Value> {
         .flat_map(|v| v.queues())
         .filter(|q| q.home.is_none())
         .collect();
-    render(&queues, &super::node_name(b)).await
+    render(b, &queues).await
 }
 
 /// Queue `name` in `vhost` when its home is this node, in JSON (null otherwise).
 pub(crate) async fn home_one_json(b: &AppState, vhost: &str, name: &str) -> Value {
     match b.vhost(vhost).and_then(|v| v.queue(name).ok()) {
-        Some(q) if q.home.is_none() => describe(&q, &super::node_name(b)).await,
+        Some(q) if q.home.is_none() => describe(b, &q).await,
         _ => Value::Null,
     }
 }
@@ -195,7 +217,7 @@ pub(crate) async fn show(
             }
         }
     }
-    Ok(Json(describe(&q, &super::node_name(&b)).await))
+    Ok(Json(describe(&b, &q).await))
 }
 
 /// Body of PUT /api/queues/{vhost}/{name}.

@@ -33,6 +33,7 @@ mod wire;
 pub use auto_delete::auto_delete_decider;
 pub use exclusive::mend_handles;
 pub use membership::{JoinError, Joined};
+pub use quorum::QuorumStatus;
 
 use crate::broker::Broker;
 use crate::cluster::state_machine::Observer;

@@ -389,7 +389,76 @@ pub(super) async fn drop_orphans(node: Arc<MetaNode>) {
     }
 }
 
+/// A quorum queue as the management API shows it.
+#[derive(Debug, Clone)]
+pub struct QuorumStatus {
+    /// The node whose member leads (the queue's node).
+    pub leader: String,
+    /// The members' nodes, by name.
+    pub members: Vec<String>,
+    /// The members' nodes that answer.
+    pub online: Vec<String>,
+}
+
+impl QuorumStatus {
+    /// Whether a majority of the members answer (RabbitMQ's `running`, else `minority`).
+    pub fn has_majority(&self) -> bool {
+        self.online.len() > self.members.len() / 2
+    }
+}
+
 impl Broker {
+    /// A quorum queue's leader and members as this node's tree has them, and which members
+    /// answer (the reachability watch's last round); None for another kind of queue.
+    pub fn quorum_status(&self, vhost: &str, name: &str) -> Option<QuorumStatus> {
+        let node = self.cluster.get()?;
+        let def = node.read(|t| {
+            t.get(&queue_path(vhost, name))
+                .and_then(|v| decode_queue(v))
+        })?;
+        let quorum = def.quorum?;
+        let down = node.unreachable();
+        let mut members = quorum.members;
+        members.sort();
+        Some(QuorumStatus {
+            leader: def.node,
+            online: members
+                .iter()
+                .filter(|m| !down.contains(m))
+                .cloned()
+                .collect(),
+            members,
+        })
+    }
+
+    /// The quorum queues with a member on this node that stopping it would leave without a
+    /// majority (`node-is-quorum-critical`): (vhost, name).
+    pub fn quorum_critical(&self) -> Vec<(String, String)> {
+        let Some(node) = self.cluster.get() else {
+            return Vec::new();
+        };
+        let me = node.name().to_owned();
+        let down = node.unreachable();
+        node.read(|t| {
+            t.children(&[VHOSTS.to_string()])
+                .filter_map(|(path, value)| match path.as_slice() {
+                    [_, vhost, kind, name] if kind == QUEUES => {
+                        let quorum = decode_queue(value)?.quorum?;
+                        let others_up = quorum
+                            .members
+                            .iter()
+                            .filter(|m| **m != me && !down.contains(m))
+                            .count();
+                        let critical =
+                            quorum.members.contains(&me) && others_up <= quorum.members.len() / 2;
+                        critical.then(|| (vhost.clone(), name.clone()))
+                    }
+                    _ => None,
+                })
+                .collect()
+        })
+    }
+
     /// The record of a new quorum queue led by `leader` first, members placed by [`place`].
     pub(super) async fn quorum_record(
         &self,
