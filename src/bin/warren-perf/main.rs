@@ -69,6 +69,10 @@ struct Args {
     /// Persistent messages (delivery-mode 2) to durable queues.
     #[arg(long)]
     persistent: bool,
+    /// The queues' `x-queue-type` (`quorum` needs `--persistent`, its queues being durable);
+    /// the broker's default when not given.
+    #[arg(long)]
+    queue_type: Option<String>,
     /// Consumer prefetch (basic.qos).
     #[arg(long, short = 'q', default_value_t = 1000)]
     prefetch: u16,
@@ -123,6 +127,18 @@ fn queue_name(a: &Args, i: usize) -> String {
     format!("{}-{}", a.queue_prefix, i % a.queues.max(1))
 }
 
+/// The queues' declare arguments: `x-queue-type` when `--queue-type` is given.
+fn queue_arguments(a: &Args) -> FieldTable {
+    let mut args = FieldTable::default();
+    if let Some(t) = &a.queue_type {
+        args.insert(
+            "x-queue-type".into(),
+            amq_protocol::types::AMQPValue::LongString(t.as_str().into()),
+        );
+    }
+    args
+}
+
 async fn setup(a: &Args, uri: &Uri) -> io::Result<()> {
     let mut c = Client::connect(uri).await?;
     if !a.exchange.is_empty() {
@@ -152,7 +168,7 @@ async fn setup(a: &Args, uri: &Uri) -> io::Result<()> {
                 exclusive: false,
                 auto_delete: false,
                 nowait: false,
-                arguments: FieldTable::default(),
+                arguments: queue_arguments(a),
             })),
         )
         .await?;
