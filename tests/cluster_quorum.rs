@@ -2,7 +2,9 @@
 //! node is a Raft group over the three; publishes through any node are confirmed once a
 //! majority has them; when the leader's node is killed (-9) another member leads, every
 //! confirmed message not acked is there, in order, and the queue serves publishes and gets
-//! through any node; the killed node comes back as a member and reaches the new leader.
+//! through any node; the killed node comes back as a member and reaches the new leader. A
+//! quorum queue of two members deleted through a third node is gone everywhere, and its name
+//! makes a new, empty queue.
 
 mod common;
 
@@ -166,6 +168,58 @@ async fn a_quorum_queue_keeps_what_was_confirmed_when_its_leaders_node_is_killed
         vec!["after-0", "after-1", "after-2"]
     );
     for mut child in children {
+        let _ = child.start_kill();
+        let _ = child.wait().await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_deleted_quorum_queue_is_gone_everywhere_and_its_name_can_be_declared_again() {
+    let (specs, mut children, _) = three().await;
+    let a = within(amqp(specs[0].amqp, "%2F")).await.expect("a");
+    let b = within(amqp(specs[1].amqp, "%2F")).await.expect("b");
+    let c = within(amqp(specs[2].amqp, "%2F")).await.expect("c");
+    let mut two = quorum();
+    two.insert("x-quorum-initial-group-size".into(), AMQPValue::LongInt(2));
+    within(
+        channel(&b)
+            .await
+            .queue_declare("gone".into(), durable(), two),
+    )
+    .await
+    .expect("declare on b");
+    let g = Some(("guest", "guest"));
+    let shown = request(specs[0].http, "GET", "/api/queues/%2F/gone", g, None).await;
+    let members = shown.json()["members"].clone();
+    assert_eq!(members.as_array().map(Vec::len), Some(2), "{}", shown.body);
+    assert!(members
+        .as_array()
+        .is_some_and(|m| m.contains(&NAMES[1].into())));
+    publish_confirmed(&a, "", "gone", "m", 3).await;
+    // Deleted through a node that only holds a handle: its leader deletes it.
+    let deleted = within(
+        channel(&c)
+            .await
+            .queue_delete("gone".into(), Default::default()),
+    )
+    .await
+    .expect("delete on c");
+    assert_eq!(deleted, 3);
+    for conn in [&a, &b, &c] {
+        assert_eq!(passive(conn, "gone").await.map_err(|e| e.0), Err(Some(404)));
+    }
+    // The name is free: a new queue, empty, on another leader.
+    within(
+        channel(&c)
+            .await
+            .queue_declare("gone".into(), durable(), quorum()),
+    )
+    .await
+    .expect("declared again on c");
+    assert_eq!(passive(&a, "gone").await, Ok(0));
+    publish_confirmed(&b, "", "gone", "again", 2).await;
+    assert_eq!(passive(&c, "gone").await, Ok(2));
+    for mut child in children.drain(..) {
         let _ = child.start_kill();
         let _ = child.wait().await;
     }
