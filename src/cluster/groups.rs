@@ -16,10 +16,11 @@ use super::group_types::{self as types, GroupCommand, GroupRaft, GroupReply};
 use super::log_store::LogStore;
 use super::messages::{GroupResponse, GroupRpc, Refused, Request, Response};
 use super::network::{NetworkFactory, Peers};
+use super::raft_view::{leader_of, refusal};
 use super::types::{node_id, Member, NodeId};
 use crate::store::Store;
 use dashmap::DashMap;
-use openraft::error::{ClientWriteError, RaftError};
+use openraft::error::RaftError;
 use openraft::ServerState;
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
@@ -63,25 +64,6 @@ pub struct Groups {
     /// The term in which the hook last answered true, per group; groups whose hook runs.
     settled: Arc<DashMap<u64, u64>>,
     settling: Arc<dashmap::DashSet<u64>>,
-}
-
-fn leader_of(raft: &GroupRaft) -> Option<(NodeId, String)> {
-    let metrics = raft.metrics();
-    let m = metrics.borrow();
-    let id = m.current_leader?;
-    let addr = m.membership_config.membership().get_node(&id)?.addr.clone();
-    Some((id, addr))
-}
-
-fn refusal(raft: &GroupRaft, e: RaftError<NodeId, ClientWriteError<NodeId, Member>>) -> Refused {
-    match e.forward_to_leader() {
-        Some(f) => Refused::NotLeader(
-            f.leader_id
-                .zip(f.leader_node.as_ref().map(|n| n.addr.clone()))
-                .or_else(|| leader_of(raft)),
-        ),
-        None => Refused::Failed(e.to_string()),
-    }
 }
 
 /// A rank of `id` among a group's members that differs from group to group, so the first to
@@ -224,23 +206,6 @@ impl Groups {
         self.map
             .get(&group)
             .is_some_and(|r| r.metrics().borrow().state == ServerState::Leader)
-    }
-
-    /// The members of `group` as this node last applied them, and whether each votes.
-    pub fn members(&self, group: u64) -> Vec<(Member, bool)> {
-        let Some(raft) = self.map.get(&group).map(|r| r.clone()) else {
-            return Vec::new();
-        };
-        let metrics = raft.metrics();
-        let m = metrics.borrow();
-        let membership = m.membership_config.membership();
-        let voters: Vec<NodeId> = membership.voter_ids().collect();
-        let mut out: Vec<(Member, bool)> = membership
-            .nodes()
-            .map(|(id, n)| (n.clone(), voters.contains(id)))
-            .collect();
-        out.sort_by(|a, b| a.0.name.cmp(&b.0.name));
-        out
     }
 
     /// Waits up to `timeout` for `group` to have a leader this node knows of.

@@ -29,6 +29,7 @@ pub mod log_store;
 pub mod messages;
 pub mod network;
 pub mod node;
+pub mod raft_view;
 pub mod seeds;
 pub mod state_machine;
 pub mod transport;

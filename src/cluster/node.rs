@@ -11,6 +11,7 @@ use super::groups::Groups;
 use super::log_store::LogStore;
 use super::messages::{Refused, Request, Response};
 use super::network::{NetworkFactory, Peers};
+use super::raft_view::{leader_of, members_of, refusal};
 use super::state_machine::{Observer, SharedState, StateMachine};
 use super::transport::{self, Handler};
 use super::tree::Tree;
@@ -88,28 +89,6 @@ struct Serving {
     name: String,
     app: OnceLock<AppHandler>,
     groups: Arc<Groups>,
-}
-
-fn leader_of(raft: &MetaRaft) -> Option<(NodeId, String)> {
-    let metrics = raft.metrics();
-    let m = metrics.borrow();
-    let id = m.current_leader?;
-    let addr = m.membership_config.membership().get_node(&id)?.addr.clone();
-    Some((id, addr))
-}
-
-fn refusal<E>(raft: &MetaRaft, e: RaftError<NodeId, E>) -> Refused
-where
-    E: std::error::Error + openraft::TryAsRef<openraft::error::ForwardToLeader<NodeId, Member>>,
-{
-    match e.forward_to_leader() {
-        Some(f) => Refused::NotLeader(
-            f.leader_id
-                .zip(f.leader_node.as_ref().map(|n| n.addr.clone()))
-                .or_else(|| leader_of(raft)),
-        ),
-        None => Refused::Failed(e.to_string()),
-    }
 }
 
 impl Serving {
@@ -390,16 +369,7 @@ impl MetaNode {
 
     /// The members and whether each votes, as this node last applied them, by name.
     pub fn members(&self) -> Vec<(Member, bool)> {
-        let metrics = self.raft.metrics();
-        let m = metrics.borrow();
-        let membership = m.membership_config.membership();
-        let voters: BTreeSet<NodeId> = membership.voter_ids().collect();
-        let mut out: Vec<(Member, bool)> = membership
-            .nodes()
-            .map(|(id, n)| (n.clone(), voters.contains(id)))
-            .collect();
-        out.sort_by(|a, b| a.0.name.cmp(&b.0.name));
-        out
+        members_of(&self.raft)
     }
 
     /// Every member, whether it votes and whether it answers a ping within `timeout` (all
