@@ -12,7 +12,7 @@ use super::codec;
 use super::group_types::{GroupCommand, GroupConfig, GroupReply};
 use super::log_store::read_state;
 use super::types::{Member, NodeId};
-use crate::store::{GroupOp, RaftState, Store};
+use crate::store::{GroupChange, RaftState, Store};
 use openraft::storage::{RaftSnapshotBuilder, RaftStateMachine, Snapshot, SnapshotMeta};
 use openraft::{Entry, EntryPayload, LogId, StorageError, StorageIOError, StoredMembership};
 use std::io::Cursor;
@@ -66,21 +66,26 @@ impl GroupMachine {
         ])
     }
 
-    fn apply_command(&mut self, cmd: GroupCommand, ops: &mut Vec<GroupOp>, reply: &mut GroupReply) {
+    fn apply_command(
+        &mut self,
+        cmd: GroupCommand,
+        ops: &mut Vec<GroupChange>,
+        reply: &mut GroupReply,
+    ) {
         match cmd {
             GroupCommand::Add(value) => {
                 let key = self.next_key;
                 self.next_key += 1;
-                ops.push(GroupOp::Put(key, value));
+                ops.push(GroupChange::Put(key, value));
                 reply.added.push(key);
             }
             GroupCommand::Set(key, value) => {
                 self.next_key = self.next_key.max(key.saturating_add(1));
-                ops.push(GroupOp::Put(key, value));
+                ops.push(GroupChange::Put(key, value));
             }
-            GroupCommand::Remove(keys) => ops.extend(keys.into_iter().map(GroupOp::Delete)),
-            GroupCommand::RemoveRange(from, to) => ops.push(GroupOp::DeleteRange(from, to)),
-            GroupCommand::Clear => ops.push(GroupOp::Clear),
+            GroupCommand::Remove(keys) => ops.extend(keys.into_iter().map(GroupChange::Delete)),
+            GroupCommand::RemoveRange(from, to) => ops.push(GroupChange::DeleteRange(from, to)),
+            GroupCommand::Clear => ops.push(GroupChange::Clear),
             GroupCommand::Batch(cmds) => {
                 for c in cmds {
                     self.apply_command(c, ops, reply);

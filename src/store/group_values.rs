@@ -1,12 +1,12 @@
 //! The state machines of the replicated queues' Raft groups in the store: each group's values
-//! by key, opaque here. `cluster/` applies committed entries as [`GroupOp`]s; each applied
+//! by key, opaque here. `cluster/` applies committed entries as [`GroupChange`]s; each applied
 //! batch goes to the writer as one operation with the group's applied log id beside it, so a
 //! group's values and the point of its log they reflect never disagree after a crash (the
 //! metadata tree's scheme, [`super::meta_tree`], per group).
 
 use super::raft_log::RaftState;
 use super::schema::{GROUP_VALUES, RAFT_STATE};
-use super::writer::{GroupOp, Op};
+use super::writer::{GroupChange, Op};
 use super::{io, Store, StoreError};
 use redb::ReadableTable;
 
@@ -33,7 +33,7 @@ impl Store {
     pub fn apply_group_values(
         &self,
         group: u64,
-        changes: Vec<GroupOp>,
+        changes: Vec<GroupChange>,
         state: Vec<(RaftState, Vec<u8>)>,
     ) {
         self.submit(Op::GroupValues {
@@ -57,7 +57,7 @@ impl Store {
             clear: true,
             changes: values
                 .into_iter()
-                .map(|(k, v)| GroupOp::Put(k, v))
+                .map(|(k, v)| GroupChange::Put(k, v))
                 .collect(),
             state: state_values(state),
         });
@@ -114,14 +114,14 @@ mod tests {
     async fn groups_keep_their_values_apart_and_snapshots_replace_one_group() {
         let dir = tempfile::tempdir().expect("dir");
         let (store, _) = Store::open(dir.path(), 8 << 20, Default::default()).expect("open");
-        let put = |k: u64, v: &str| GroupOp::Put(k, v.as_bytes().to_vec());
+        let put = |k: u64, v: &str| GroupChange::Put(k, v.as_bytes().to_vec());
         store.apply_group_values(
             7,
             vec![put(1, "a"), put(2, "b"), put(3, "c")],
             vec![(RaftState::Applied, b"3".to_vec())],
         );
         store.apply_group_values(8, vec![put(1, "other")], vec![]);
-        store.apply_group_values(7, vec![GroupOp::Delete(2)], vec![]);
+        store.apply_group_values(7, vec![GroupChange::Delete(2)], vec![]);
         assert!(store.sync().await);
         let image = store.group_image(7).expect("read");
         assert_eq!(image.values, vec![(1, b"a".to_vec()), (3, b"c".to_vec())]);
@@ -136,7 +136,7 @@ mod tests {
                 )
                 .await
         );
-        store.apply_group_values(8, vec![GroupOp::Clear, put(5, "e")], vec![]);
+        store.apply_group_values(8, vec![GroupChange::Clear, put(5, "e")], vec![]);
         store.close().await;
         let (store, _) = Store::open(dir.path(), 8 << 20, Default::default()).expect("reopen");
         assert_eq!(

@@ -21,7 +21,7 @@ pub use recovery::{
     Recovered, RecoveredBinding, RecoveredExchange, RecoveredMessage, RecoveredPermission,
     RecoveredQueue,
 };
-pub use writer::GroupOp;
+pub use writer::GroupChange;
 
 use crate::confirm::ConfirmToken;
 use crate::message::Message;

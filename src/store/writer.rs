@@ -141,7 +141,7 @@ pub(crate) enum Op {
         group: u64,
         /// Clear the group's values first (a snapshot replaces them).
         clear: bool,
-        changes: Vec<GroupOp>,
+        changes: Vec<GroupChange>,
         state: Vec<(u8, Vec<u8>)>,
     },
     Barrier(oneshot::Sender<bool>),
@@ -150,7 +150,7 @@ pub(crate) enum Op {
 
 /// One change to a Raft group's values.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum GroupOp {
+pub enum GroupChange {
     /// Sets the value at a key.
     Put(u64, Vec<u8>),
     /// Removes the value at a key.
@@ -463,17 +463,17 @@ fn apply(db: &Database, batch: &[Op]) -> Result<(), redb::Error> {
                     }
                     for change in changes {
                         match change {
-                            GroupOp::Put(key, value) => {
+                            GroupChange::Put(key, value) => {
                                 group_values.insert((*group, *key), value.as_slice())?;
                             }
-                            GroupOp::Delete(key) => {
+                            GroupChange::Delete(key) => {
                                 group_values.remove((*group, *key))?;
                             }
-                            GroupOp::DeleteRange(from, to) => {
+                            GroupChange::DeleteRange(from, to) => {
                                 group_values
                                     .retain_in((*group, *from)..=(*group, *to), |_, _| false)?;
                             }
-                            GroupOp::Clear => {
+                            GroupChange::Clear => {
                                 group_values.retain_in(all.clone(), |_, _| false)?;
                             }
                         }
