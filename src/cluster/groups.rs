@@ -133,7 +133,7 @@ impl Groups {
         leader: Option<&str>,
     ) -> Result<(), ClusterError> {
         if let Some(name) = leader {
-            self.preferred.insert(group, node_id(name));
+            self.prefer(group, name);
         }
         if self.map.contains_key(&group) {
             return Ok(());
@@ -170,6 +170,22 @@ impl Groups {
         }
         self.map.insert(group, raft);
         Ok(())
+    }
+
+    /// Records that `group` should be led by the node named `leader`.
+    pub fn prefer(&self, group: u64, leader: &str) {
+        self.preferred.insert(group, node_id(leader));
+    }
+
+    /// Whether this node holds nothing of `group` yet: no log, no vote (a group it was never
+    /// a member of, or one about to be formed).
+    pub fn is_new(&self, group: u64) -> bool {
+        !self.map.contains_key(&group)
+            && self.store.last_log(group).is_ok_and(|l| l.is_none())
+            && self
+                .store
+                .raft_state(group, crate::store::RaftState::Vote)
+                .is_ok_and(|v| v.is_none())
     }
 
     /// Starts every group the store holds a member of (a restart), without electing.

@@ -209,23 +209,25 @@ pub(super) fn apply(b: &Broker, v: &Arc<VHost>, name: &str, value: &[u8]) -> boo
     };
     let me = node.name().to_owned();
     let group = quorum.group;
-    let fresh = b
-        .store
-        .group_image(group)
-        .is_ok_and(|i| i.applied.is_none() && i.values.is_empty());
-    if quorum.members.contains(&me) {
-        let (node, members) = (node.clone(), members_of(&node, &quorum.members));
-        let leader = def.node.clone();
-        tokio::spawn(async move {
-            if let Err(e) = node.groups().start(group, &members, Some(&leader)).await {
-                tracing::error!(group, error = %e, "cannot start a quorum queue's group");
-            }
-        });
-    }
     let here = v.queue(name).ok();
+    let led_here = here.as_ref().is_some_and(|q| q.journal.is_some());
+    // Asked before this node's member starts (which writes the group's first state).
+    let fresh = def.node == me && !led_here && node.groups().is_new(group);
+    if quorum.members.contains(&me) {
+        if node.groups().is_member(group) {
+            node.groups().prefer(group, &def.node);
+        } else {
+            let (node, members) = (node.clone(), members_of(&node, &quorum.members));
+            let leader = def.node.clone();
+            tokio::spawn(async move {
+                if let Err(e) = node.groups().start(group, &members, Some(&leader)).await {
+                    tracing::error!(group, error = %e, "cannot start a quorum queue's group");
+                }
+            });
+        }
+    }
     if def.node == me {
-        let led_here = here.as_ref().is_some_and(|q| q.journal.is_some());
-        if !led_here && fresh {
+        if fresh {
             // Just declared here: an empty queue, led here once the group elects this node.
             install_led(b, v, name, &def, &node, group, Journaled::default());
         }
