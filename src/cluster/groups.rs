@@ -518,6 +518,11 @@ impl Groups {
             .map(|(id, _)| *id)
             .collect();
         let preferred = self.preferred.get(&group).map(|p| *p);
+        if preferred.is_some_and(|p| p != self.me && ranked.contains(&p)) {
+            // The queue's node answers and has as long a log: it keeps calling elections
+            // until it leads (a loaded node may need more than one round).
+            return;
+        }
         ranked.sort_by_key(|id| (Some(*id) != preferred, rank_key(group, *id)));
         let rank = ranked.iter().position(|id| *id == self.me).unwrap_or(0);
         if Instant::now() < since + RANK_STEP * u32::try_from(rank).unwrap_or(u32::MAX) {
