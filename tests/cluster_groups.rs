@@ -339,7 +339,7 @@ async fn many_groups_share_commits_and_idle_groups_exchange_no_heartbeats() {
                 n.node.name(),
                 nodes
                     .iter()
-                    .map(|n| n.node.groups().leader(100 + g))
+                    .map(|n| n.node.groups().metrics(100 + g))
                     .collect::<Vec<_>>()
             );
         }
@@ -349,10 +349,19 @@ async fn many_groups_share_commits_and_idle_groups_exchange_no_heartbeats() {
     let mut writes = tokio::task::JoinSet::new();
     for g in 1..=GROUPS {
         let node = nodes[0].node.clone();
-        writes.spawn(async move { node.groups().write(100 + g, add(format!("g{g}"))).await });
+        writes.spawn(async move { (g, node.groups().write(100 + g, add(format!("g{g}"))).await) });
     }
     while let Some(w) = writes.join_next().await {
-        w.expect("task").expect("committed");
+        let (g, r) = w.expect("task");
+        if let Err(e) = r {
+            panic!(
+                "group {g}: {e}: {:#?}",
+                nodes
+                    .iter()
+                    .map(|n| n.node.groups().metrics(100 + g))
+                    .collect::<Vec<_>>()
+            );
+        }
     }
     let (commits_after, _) = nodes[0].store.commit_stats();
     let commits = commits_after - commits_before;

@@ -121,11 +121,13 @@ impl Groups {
             .ok_or_else(|| ClusterError::Refused(format!("this node is not in group {group}")))
     }
 
-    /// Starts this node's member of `group` (from what the store holds of it). A new group
-    /// is formed with `members` (this node among them). `leader` names the member the group
-    /// should be led by (where the queue was placed): that node calls the first election at
-    /// once, and whenever the group has no leader it goes first among the members with the
-    /// longest log. Starting a running group only records the preferred leader.
+    /// Starts this node's member of `group` (from what the store holds of it). `leader`
+    /// names the member the group should be led by (where the queue was placed): a new group
+    /// is formed there alone, with `members` (this node among them), so its first election
+    /// is that node's and no other member can win one before it led (the others learn the
+    /// members from its first append); whenever the group has no leader, that node goes first
+    /// among the members with the longest log. With no `leader`, any member given `members`
+    /// forms the group. Starting a running group only records the preferred leader.
     pub async fn start(
         &self,
         group: u64,
@@ -151,23 +153,28 @@ impl Groups {
         )
         .await
         .map_err(|e| start(&e))?;
-        if !members.is_empty() && !raft.is_initialized().await.map_err(|e| start(&e))? {
+        let forms = !members.is_empty() && (lead || leader.is_none());
+        let mut elected = false;
+        if forms && !raft.is_initialized().await.map_err(|e| start(&e))? {
             let members: BTreeMap<NodeId, Member> = members
                 .iter()
                 .map(|m| (node_id(&m.name), m.clone()))
                 .collect();
+            // openraft's initialize calls the first election.
             match raft.initialize(members).await {
-                Ok(())
-                | Err(RaftError::APIError(openraft::error::InitializeError::NotAllowed(_))) => {}
+                Ok(()) => elected = true,
+                Err(RaftError::APIError(openraft::error::InitializeError::NotAllowed(_))) => {}
                 Err(e) => return Err(start(&e)),
             }
         }
-        // The designated leader's own election gets a round before anyone calls another.
-        let grace = if lead { RANK_STEP } else { START_GRACE };
-        self.leaderless.insert(group, Instant::now() + grace);
-        if lead {
+        if lead && !elected {
             let _ = raft.trigger().elect().await;
         }
+        // The designated leader's own election gets a round before anyone calls another
+        // (its first may find members that have not started theirs yet: it calls again
+        // on the next tick).
+        let grace = if lead { TICK } else { START_GRACE };
+        self.leaderless.insert(group, Instant::now() + grace);
         self.map.insert(group, raft);
         Ok(())
     }
@@ -215,6 +222,11 @@ impl Groups {
     /// The leader of `group` this node knows of (id, address).
     pub fn leader(&self, group: u64) -> Option<(NodeId, String)> {
         self.map.get(&group).and_then(|r| leader_of(&r))
+    }
+
+    /// What this node's member of `group` reports of itself (state, term, vote, log, leader).
+    pub fn metrics(&self, group: u64) -> Option<openraft::RaftMetrics<NodeId, Member>> {
+        self.map.get(&group).map(|r| r.metrics().borrow().clone())
     }
 
     /// Whether this node leads `group`.
@@ -377,12 +389,17 @@ impl Groups {
                 Err(e) => Err(refusal(&raft, e)),
             }),
             GroupRpc::Hello => {
-                let leading = raft.metrics().borrow().state == ServerState::Leader;
+                let (leading, leader) = {
+                    let m = raft.metrics();
+                    let m = m.borrow();
+                    (m.state == ServerState::Leader, m.current_leader)
+                };
                 if leading {
                     let _ = raft.trigger().heartbeat().await;
                 }
                 GroupResponse::Status {
                     leading,
+                    leader,
                     last: self.last_log_id(group),
                 }
             }
@@ -429,6 +446,10 @@ impl Groups {
             if state == ServerState::Leader {
                 self.leaderless.remove(&group);
                 self.settle(group, &raft);
+                continue;
+            }
+            if voters.is_empty() {
+                // Not formed yet: it learns its members from its leader's first append.
                 continue;
             }
             let leader_node = leader.and_then(|l| voters.iter().find(|(id, _)| *id == l));
@@ -486,6 +507,9 @@ impl Groups {
         }
         let mine = self.last_log_id(group);
         let mut best = vec![(self.me, mine)];
+        let preferred = self.preferred.get(&group).map(|p| *p);
+        // Whether the preferred member knows no leader either (so it calls elections itself).
+        let mut preferred_leaderless = false;
         let hello = Request::Group {
             group,
             rpc: GroupRpc::Hello,
@@ -499,12 +523,18 @@ impl Groups {
                 .get(*id, &member.addr)
                 .call(&hello, PING_TIMEOUT)
                 .await;
-            if let Ok(Response::Group(GroupResponse::Status { leading, last })) = answer {
+            if let Ok(Response::Group(GroupResponse::Status {
+                leading,
+                leader,
+                last,
+            })) = answer
+            {
                 if leading {
                     // It tells this node by an append.
                     self.leaderless.remove(&group);
                     return;
                 }
+                preferred_leaderless |= Some(*id) == preferred && leader.is_none();
                 best.push((*id, last));
             }
         }
@@ -517,10 +547,11 @@ impl Groups {
             .filter(|(_, last)| *last == mine)
             .map(|(id, _)| *id)
             .collect();
-        let preferred = self.preferred.get(&group).map(|p| *p);
-        if preferred.is_some_and(|p| p != self.me && ranked.contains(&p)) {
-            // The queue's node answers and has as long a log: it keeps calling elections
-            // until it leads (a loaded node may need more than one round).
+        if preferred_leaderless && preferred.is_some_and(|p| ranked.contains(&p)) {
+            // The queue's node answers, knows no leader and has as long a log: it keeps
+            // calling elections until it leads (a loaded node may need more than one round).
+            // One that still follows a leader which has stepped down (a group sends no
+            // heartbeats to tell it) calls none: then the ranks below go.
             return;
         }
         ranked.sort_by_key(|id| (Some(*id) != preferred, rank_key(group, *id)));

@@ -71,11 +71,13 @@ pub enum GroupResponse {
     Snapshot(Result<InstallSnapshotResponse<NodeId>, RaftError<NodeId, InstallSnapshotError>>),
     /// To `Write`: what applying the entry did.
     Write(Result<GroupReply, Refused>),
-    /// To `Hello`: whether the receiver leads the group, and the id of its last log entry
-    /// (who has the longest log should be the one to call an election).
+    /// To `Hello`: whether the receiver leads the group, the leader it knows of, and the id
+    /// of its last log entry (who has the longest log should be the one to call an election).
     Status {
         /// It leads.
         leading: bool,
+        /// The leader it knows of (itself when it leads).
+        leader: Option<NodeId>,
         /// Its last log entry's id.
         last: Option<LogId<NodeId>>,
     },
