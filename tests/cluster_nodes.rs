@@ -823,18 +823,6 @@ async fn over_cluster_tls_nodes_form_and_replicate_and_a_peer_the_ca_did_not_sig
     drop(specs);
 }
 
-/// `warren ctl` against the node whose spec is `s`: (exit code, stdout, stderr).
-async fn ctl(s: &Spec, args: &[&str]) -> (i32, String, String) {
-    let dir = s.dir.path().join("data");
-    let args: Vec<String> = args.iter().map(|a| a.to_string()).collect();
-    tokio::task::spawn_blocking(move || {
-        let args: Vec<&str> = args.iter().map(String::as_str).collect();
-        common::warren_ctl(&dir, &args)
-    })
-    .await
-    .expect("ctl task")
-}
-
 /// The node's user names through `warren ctl list_users` (its CLI socket answers while the
 /// app is stopped, its HTTP port does not).
 async fn ctl_user_names(s: &Spec) -> Vec<String> {

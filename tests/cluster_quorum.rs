@@ -24,24 +24,6 @@ fn quorum() -> FieldTable {
     args
 }
 
-/// Takes every ready message of `queue` through `c` with basic.get, acking each: (body,
-/// redelivered) in order.
-async fn drain(c: &lapin::Connection, queue: &str) -> Vec<(String, bool)> {
-    let ch = channel(c).await;
-    let mut out = Vec::new();
-    while let Some(m) = within(ch.basic_get(queue.into(), BasicGetOptions { no_ack: false }))
-        .await
-        .expect("get")
-    {
-        let body = String::from_utf8(m.delivery.data.clone()).expect("utf-8");
-        out.push((body, m.delivery.redelivered));
-        within(m.delivery.ack(BasicAckOptions::default()))
-            .await
-            .expect("ack");
-    }
-    out
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_quorum_queue_keeps_what_was_confirmed_when_its_leaders_node_is_killed() {
     let (specs, mut children, _) = three().await;

@@ -14,7 +14,7 @@ use super::error::ClusterError;
 use super::group_machine::GroupMachine;
 use super::group_types::{self as types, GroupCommand, GroupRaft, GroupReply};
 use super::log_store::LogStore;
-use super::messages::{GroupResponse, GroupRpc, Refused, Request, Response};
+use super::messages::{GroupResponse, GroupRpc, MemberReport, Refused, Request, Response};
 use super::network::{NetworkFactory, Peers};
 use super::raft_view::{leader_of, refusal};
 use super::types::{node_id, Member, NodeId};
@@ -229,6 +229,28 @@ impl Groups {
         self.map.get(&group).map(|r| r.metrics().borrow().clone())
     }
 
+    /// How `member`'s member of `group` is doing, asked over the network unless it is this
+    /// node; None when it does not answer in time or runs no such group.
+    pub async fn report(&self, group: u64, member: &Member) -> Option<MemberReport> {
+        let id = node_id(&member.name);
+        if id == self.me {
+            return self.raft(group).ok().map(|r| report_of(&r));
+        }
+        let req = Request::Group {
+            group,
+            rpc: GroupRpc::Report,
+        };
+        match self
+            .peers
+            .get(id, &member.addr)
+            .call(&req, PING_TIMEOUT * 4)
+            .await
+        {
+            Ok(Response::Group(GroupResponse::Report(r))) => Some(r),
+            _ => None,
+        }
+    }
+
     /// Whether this node leads `group`.
     pub fn is_leader(&self, group: u64) -> bool {
         self.map
@@ -251,36 +273,100 @@ impl Groups {
     /// disks) and applied on the leader. [`ClusterError::Timeout`] after the write timeout:
     /// then it may or may not have been committed.
     pub async fn write(&self, group: u64, cmd: GroupCommand) -> Result<GroupReply, ClusterError> {
-        let raft = self.raft(group)?;
-        let deadline = Instant::now() + self.write_timeout;
-        let req = Request::Group {
-            group,
-            rpc: GroupRpc::Write(cmd.clone()),
+        let rpc = GroupRpc::Write(cmd.clone());
+        let here = move |raft: GroupRaft| {
+            let cmd = cmd.clone();
+            async move {
+                match raft.client_write(cmd).await {
+                    Ok(r) => Ok(r.data),
+                    Err(e) => Err(refusal(&raft, e)),
+                }
+            }
         };
+        self.at_leader(group, rpc, here, &[], |r| match r {
+            Response::Group(GroupResponse::Write(r)) => Some(r),
+            _ => None,
+        })
+        .await
+    }
+
+    /// Makes `members` the voting members of `group` (new ones join as learners and vote
+    /// once they have caught up; the others leave), through its leader as [`Self::write`]
+    /// goes; a node that is not a member asks the group's `current` members who leads.
+    /// Done once the new membership is committed; a leader that is no longer a member then
+    /// steps down and the remaining members elect one.
+    pub async fn set_members(
+        &self,
+        group: u64,
+        members: Vec<Member>,
+        current: &[Member],
+    ) -> Result<(), ClusterError> {
+        let rpc = GroupRpc::Members(members.clone());
+        let here = move |raft: GroupRaft| change_members(raft, members.clone());
+        self.at_leader(group, rpc, here, current, |r| match r {
+            Response::Group(GroupResponse::Members(r)) => Some(r),
+            _ => None,
+        })
+        .await
+    }
+
+    /// Carries out a request on `group`'s leader: `here` when this node leads, else `rpc`
+    /// sent to the leader it knows of (its answer read by `there`), again while there is no
+    /// leader or it moves, until the write timeout. A node that runs no member of the group
+    /// asks the members of `via` in turn, then the leader a refusal names.
+    async fn at_leader<T, F, Fut>(
+        &self,
+        group: u64,
+        rpc: GroupRpc,
+        here: F,
+        via: &[Member],
+        there: fn(Response) -> Option<Result<T, Refused>>,
+    ) -> Result<T, ClusterError>
+    where
+        F: Fn(GroupRaft) -> Fut,
+        Fut: std::future::Future<Output = Result<T, Refused>>,
+    {
+        let local = self.raft(group);
+        if let (Err(e), true) = (&local, via.is_empty()) {
+            return Err(e.clone());
+        }
+        let local = local.ok();
+        let deadline = Instant::now() + self.write_timeout;
+        let req = Request::Group { group, rpc };
+        let (mut hint, mut next) = (None, 0usize);
         loop {
             let remaining = deadline.saturating_duration_since(Instant::now());
             if remaining.is_zero() {
                 return Err(ClusterError::Timeout(self.write_timeout));
             }
-            let answer = match leader_of(&raft) {
-                Some((id, _)) if id == self.me => {
-                    match tokio::time::timeout(remaining, raft.client_write(cmd.clone())).await {
-                        Ok(Ok(r)) => Some(Ok(r.data)),
-                        Ok(Err(e)) => Some(Err(refusal(&raft, e))),
+            let target = match &local {
+                Some(raft) => leader_of(raft),
+                None => hint.take().or_else(|| {
+                    let m = via.get(next % via.len().max(1))?;
+                    next += 1;
+                    Some((node_id(&m.name), m.addr.clone()))
+                }),
+            };
+            let answer = match (target, &local) {
+                (Some((id, _)), Some(raft)) if id == self.me => {
+                    tokio::time::timeout(remaining, here(raft.clone()))
+                        .await
+                        .ok()
+                }
+                (Some((id, addr)), _) => {
+                    match self.peers.get(id, &addr).call(&req, remaining).await {
+                        Ok(r) => there(r),
                         Err(_) => None,
                     }
                 }
-                Some((id, addr)) => match self.peers.get(id, &addr).call(&req, remaining).await {
-                    Ok(Response::Group(GroupResponse::Write(r))) => Some(r),
-                    _ => None,
-                },
-                None => None,
+                (None, _) => None,
             };
             match answer {
                 Some(Ok(reply)) => return Ok(reply),
                 Some(Err(Refused::Failed(e))) => return Err(ClusterError::Refused(e)),
                 // The leader moved on, or none answered: ask again once things settle.
-                Some(Err(Refused::NotLeader(_))) | None => {}
+                Some(Err(Refused::NotLeader(leader))) => hint = leader,
+                None => {}
             }
             tokio::time::sleep(remaining.min(Duration::from_millis(50))).await;
         }
@@ -388,6 +474,10 @@ impl Groups {
                 Ok(r) => Ok(r.data),
                 Err(e) => Err(refusal(&raft, e)),
             }),
+            GroupRpc::Report => GroupResponse::Report(report_of(&raft)),
+            GroupRpc::Members(members) => {
+                GroupResponse::Members(change_members(raft, members).await)
+            }
             GroupRpc::Hello => {
                 let (leading, leader) = {
                     let m = raft.metrics();
@@ -501,6 +591,10 @@ impl Groups {
         leader: Option<NodeId>,
         voters: &[(NodeId, Member)],
     ) {
+        if !voters.iter().any(|(id, _)| *id == self.me) {
+            // No longer a voting member (being removed): it calls no election.
+            return;
+        }
         let since = *self.leaderless.entry(group).or_insert_with(Instant::now);
         if Instant::now() < since {
             return;
@@ -578,5 +672,54 @@ impl Groups {
             self.peers.get(id, &member.addr).call(&Request::Ping, PING_TIMEOUT).await,
             Ok(Response::Pong(name)) if name == member.name
         )
+    }
+}
+
+/// Makes `members` the voters of the group `raft` leads: the new ones added as learners
+/// first (waiting until they have caught up), then one membership change.
+async fn change_members(raft: GroupRaft, members: Vec<Member>) -> Result<(), Refused> {
+    let voters: std::collections::BTreeSet<NodeId> = raft
+        .metrics()
+        .borrow()
+        .membership_config
+        .membership()
+        .voter_ids()
+        .collect();
+    let mut ids = std::collections::BTreeSet::new();
+    for m in members {
+        let id = node_id(&m.name);
+        ids.insert(id);
+        if !voters.contains(&id) {
+            raft.add_learner(id, m, true)
+                .await
+                .map_err(|e| refusal(&raft, e))?;
+        }
+    }
+    if ids.is_empty() {
+        return Err(Refused::Failed("a group needs a member".into()));
+    }
+    raft.change_membership(ids, false)
+        .await
+        .map_err(|e| refusal(&raft, e))?;
+    Ok(())
+}
+
+/// What the member `raft` runs reports of itself.
+fn report_of(raft: &GroupRaft) -> MemberReport {
+    let metrics = raft.metrics();
+    let m = metrics.borrow();
+    let state = match m.state {
+        ServerState::Leader => "leader",
+        ServerState::Follower => "follower",
+        ServerState::Candidate => "candidate",
+        ServerState::Learner => "learner",
+        ServerState::Shutdown => "shutdown",
+    };
+    MemberReport {
+        state: state.into(),
+        term: m.current_term,
+        last_index: m.last_log_index,
+        applied: m.last_applied.map(|l| l.index),
+        snapshot: m.snapshot.map(|l| l.index),
     }
 }

@@ -55,6 +55,11 @@ pub enum GroupRpc {
     Snapshot(InstallSnapshotRequest<GroupConfig>),
     /// A command for the group's leader to propose.
     Write(GroupCommand),
+    /// Make these nodes the group's voting members (adding new ones as learners first, who
+    /// catch up before they vote), for the group's leader to carry out.
+    Members(Vec<Member>),
+    /// How the receiver's member is doing ([`MemberReport`]).
+    Report,
     /// Who leads? (A member that knows no leader asks before it calls an election; a leader
     /// asked so sends its followers an append at once, which tells them.)
     Hello,
@@ -71,6 +76,10 @@ pub enum GroupResponse {
     Snapshot(Result<InstallSnapshotResponse<NodeId>, RaftError<NodeId, InstallSnapshotError>>),
     /// To `Write`: what applying the entry did.
     Write(Result<GroupReply, Refused>),
+    /// To `Report`.
+    Report(MemberReport),
+    /// To `Members`: done once the new membership is committed.
+    Members(Result<(), Refused>),
     /// To `Hello`: whether the receiver leads the group, the leader it knows of, and the id
     /// of its last log entry (who has the longest log should be the one to call an election).
     Status {
@@ -83,6 +92,21 @@ pub enum GroupResponse {
     },
     /// The receiver runs no such group.
     NotMember,
+}
+
+/// One member of a group as it reports itself (RabbitMQ's `quorum_status` row).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MemberReport {
+    /// `leader`, `follower`, `candidate` or `learner`.
+    pub state: String,
+    /// Its current term.
+    pub term: u64,
+    /// Its last log entry's index.
+    pub last_index: Option<u64>,
+    /// The last index it knows committed (what it applied, for a follower).
+    pub applied: Option<u64>,
+    /// The last index its snapshot covers.
+    pub snapshot: Option<u64>,
 }
 
 /// Why the leader did not carry out a forwarded request.

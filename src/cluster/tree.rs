@@ -108,6 +108,16 @@ impl Tree {
                     }
                 }
             }
+            Command::IfEquals { path, value, then } => {
+                let found = self.entries.get(path).cloned();
+                let equal = found.as_ref() == Some(value);
+                reply.before.push(found);
+                if equal {
+                    for c in then {
+                        self.apply(c, changes, reply);
+                    }
+                }
+            }
             Command::DeleteWhere { prefix, at, name } => {
                 let doomed: Vec<Path> = self
                     .children(prefix)
@@ -231,6 +241,40 @@ mod tests {
             vec![vec![None], vec![None], vec![Some(b"a".to_vec())]]
         );
         assert!(t.get(&p(&["r"])).is_none());
+    }
+
+    #[test]
+    fn if_equals_applies_only_over_the_value_it_was_given() {
+        let mut t = Tree::default();
+        run(&mut t, put(&["q"], "v1"));
+        let cas = |from: &str, to: &str| Command::IfEquals {
+            path: p(&["q"]),
+            value: from.into(),
+            then: vec![put(&["q"], to)],
+        };
+        assert_eq!(
+            run(&mut t, cas("v1", "v2")).before,
+            vec![Some(b"v1".to_vec()), Some(b"v1".to_vec())]
+        );
+        // A writer that read v1 too finds v2 and changes nothing.
+        assert_eq!(
+            run(&mut t, cas("v1", "v3")).before,
+            vec![Some(b"v2".to_vec())]
+        );
+        assert_eq!(t.get(&p(&["q"])), Some(&b"v2".to_vec()));
+        assert_eq!(
+            run(
+                &mut t,
+                Command::IfEquals {
+                    path: p(&["gone"]),
+                    value: "v".into(),
+                    then: vec![put(&["gone"], "w")],
+                }
+            )
+            .before,
+            vec![None]
+        );
+        assert!(t.get(&p(&["gone"])).is_none());
     }
 
     #[test]

@@ -139,6 +139,16 @@ pub enum Command {
     /// The commands of several writers carried in one entry ([`super::batch`]), applied in
     /// order, each with its own reply ([`Reply::each`]).
     Each(Vec<Command>),
+    /// When the value at `path` is exactly `value`, applies `then` (a record rewritten from
+    /// what its writer read: a concurrent change makes it a no-op, and the writer reads again).
+    IfEquals {
+        /// The path.
+        path: Path,
+        /// The value it must hold.
+        value: Vec<u8>,
+        /// What to apply when it does.
+        then: Vec<Command>,
+    },
 }
 
 /// What applying a command found: per leaf command, in order, the value at its path before it

@@ -1,6 +1,8 @@
 //! Each `warren ctl` command: the management API calls it makes on the local CLI socket and
 //! what it prints, in rabbitmqctl's words.
 
+mod quorum;
+
 use super::client::{segment, Client};
 use super::output::{cell, rows, Style};
 use super::{Command, FAILED, UNAVAILABLE, USAGE};
@@ -88,6 +90,24 @@ pub(super) fn run(ctx: &Ctx, command: &Command) -> u8 {
         Command::ListQueues { vhost, items } => list_queues(ctx, vhost, items),
         Command::ListConnections { items } => list_connections(ctx, items),
         Command::ListUsers => list_users(ctx),
+        Command::AddMember {
+            vhost,
+            queue,
+            member,
+        } => quorum::add_member(ctx, vhost, queue, member),
+        Command::DeleteMember {
+            vhost,
+            queue,
+            member,
+        } => quorum::delete_member(ctx, vhost, queue, member),
+        Command::Grow {
+            member,
+            strategy,
+            vhost_pattern,
+            queue_pattern,
+        } => quorum::grow(ctx, member, strategy, vhost_pattern, queue_pattern),
+        Command::Shrink { member } => quorum::shrink(ctx, member),
+        Command::QuorumStatus { vhost, queue } => quorum::quorum_status(ctx, vhost, queue),
         Command::AddUser { user, password } => add_user(ctx, user, password),
         Command::SetPermissions {
             vhost,

@@ -105,6 +105,60 @@ pub enum Command {
         /// Its password.
         password: String,
     },
+    /// Adds a member on NODE to a quorum queue (`rabbitmq-queues add_member`).
+    AddMember {
+        /// The queue's vhost.
+        #[arg(short = 'p', long = "vhost", default_value = "/")]
+        vhost: String,
+        /// The queue.
+        queue: String,
+        /// The node to add a member on.
+        #[arg(value_name = "NODE")]
+        member: String,
+    },
+    /// Removes a quorum queue's member on NODE (`rabbitmq-queues delete_member`).
+    DeleteMember {
+        /// The queue's vhost.
+        #[arg(short = 'p', long = "vhost", default_value = "/")]
+        vhost: String,
+        /// The queue.
+        queue: String,
+        /// The node whose member goes.
+        #[arg(value_name = "NODE")]
+        member: String,
+    },
+    /// Adds a member on NODE to every matching quorum queue without one there
+    /// (`rabbitmq-queues grow`): `all` of them, or those with an `even` number of members.
+    Grow {
+        /// The node to place members on.
+        #[arg(value_name = "NODE")]
+        member: String,
+        /// `all` or `even`.
+        #[arg(value_parser = ["all", "even"])]
+        strategy: String,
+        /// Vhosts whose queues grow (a regular expression).
+        #[arg(long = "vhost-pattern", default_value = ".*")]
+        vhost_pattern: String,
+        /// Queues that grow (a regular expression).
+        #[arg(long = "queue-pattern", default_value = ".*")]
+        queue_pattern: String,
+    },
+    /// Removes NODE's member from every quorum queue that has one there, unless it is the
+    /// last (`rabbitmq-queues shrink`).
+    Shrink {
+        /// The node whose members go.
+        #[arg(value_name = "NODE")]
+        member: String,
+    },
+    /// Each member of a quorum queue's group: Raft state, log, commit index and term
+    /// (`rabbitmq-queues quorum_status`).
+    QuorumStatus {
+        /// The queue's vhost.
+        #[arg(short = 'p', long = "vhost", default_value = "/")]
+        vhost: String,
+        /// The queue.
+        queue: String,
+    },
     /// Sets a user's permissions in a vhost.
     SetPermissions {
         /// The vhost.

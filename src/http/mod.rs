@@ -20,6 +20,7 @@ mod permissions;
 mod policies;
 mod publish;
 mod queues;
+mod quorum;
 mod user_limits;
 mod users;
 mod vhosts;
@@ -402,6 +403,26 @@ pub fn router(broker: Arc<Broker>) -> Router {
             get(health::protocol_listener),
         )
         .route("/api/aliveness-test/{vhost}", get(health::aliveness))
+        .route(
+            "/api/queues/quorum/{vhost}/{name}/replicas/add",
+            axum::routing::post(quorum::add_member),
+        )
+        .route(
+            "/api/queues/quorum/{vhost}/{name}/replicas/delete",
+            axum::routing::delete(quorum::delete_member),
+        )
+        .route(
+            "/api/queues/quorum/replicas/on/{node}/grow",
+            axum::routing::post(quorum::grow),
+        )
+        .route(
+            "/api/queues/quorum/replicas/on/{node}/shrink",
+            axum::routing::delete(quorum::shrink),
+        )
+        .route(
+            "/api/queues/quorum/{vhost}/{name}/status",
+            get(quorum::status),
+        )
         .route("/api/consumers", get(consumers::list))
         .route("/api/consumers/{vhost}", get(consumers::of_vhost))
         .route("/api/channels", get(channels::list))

@@ -32,7 +32,8 @@ fn policies(b: &AppState, operator: bool, visible: impl Fn(&str) -> bool) -> Vec
         .collect()
 }
 
-fn user_sees(b: &AppState, user: &crate::auth::User, vhost: &str) -> bool {
+/// Whether `user` may see what is in `vhost` (administrators and monitors see every vhost).
+pub(crate) fn user_sees(b: &AppState, user: &crate::auth::User, vhost: &str) -> bool {
     user.tags
         .iter()
         .any(|t| t == "administrator" || t == "monitoring")

@@ -89,6 +89,7 @@ impl RemoteLink for Link {
         let incarnation = self.incarnation;
         let home = q.home.as_deref().unwrap_or_default().to_owned();
         let (vhost, queue) = (q.vhost.clone(), q.name.clone());
+        let resend = q.args.quorum && matches!(op, RemoteOp::Publish(_));
         Box::pin(async move {
             let down = CoreError::HomeDown {
                 node: home.clone(),
@@ -96,6 +97,7 @@ impl RemoteLink for Link {
                 vhost: vhost.clone(),
             };
             let node = node.ok_or_else(|| down.clone())?;
+            let path = super::queue_record::queue_path(&vhost, &queue);
             let app = App::Queue {
                 vhost,
                 queue,
@@ -105,7 +107,23 @@ impl RemoteLink for Link {
                 },
                 op,
             };
-            send(&node, &home, &app).await.map_err(|_| down)
+            let sent = send(&node, &home, &app).await;
+            if resend && !published_all(&sent) {
+                // Unreachable: wait for the group to elect; refused: resend only if another
+                // member already leads (a refusal may be the queue's own, as reject-publish).
+                let wait = if sent.is_err() {
+                    LEADER_MOVE_WAIT
+                } else {
+                    Duration::ZERO
+                };
+                if let Some(leader) = next_leader(&node, &path, &home, wait).await {
+                    // A quorum queue's leader moved: its publishes go to the new one (a
+                    // message the old one had committed may then be there twice, as
+                    // at-least-once allows; RabbitMQ's quorum queue client re-sends too).
+                    return send(&node, &leader, &app).await.map_err(|_| down);
+                }
+            }
+            sent.map_err(|_| down)
         })
     }
 
@@ -118,6 +136,44 @@ impl RemoteLink for Link {
                 None => false,
             }
         })
+    }
+}
+
+/// How long a publish to a quorum queue whose leader's node failed waits for another member
+/// to lead it (the failover bound, with room).
+const LEADER_MOVE_WAIT: Duration = Duration::from_secs(5);
+
+/// Whether a forwarded publish was stored, every message of it.
+fn published_all(sent: &Result<RemoteReply, CoreError>) -> bool {
+    match sent {
+        Ok(RemoteReply::Published(v)) => v.iter().all(|ok| *ok),
+        Ok(_) => true,
+        Err(_) => false,
+    }
+}
+
+/// The node a quorum queue's record at `path` names once it no longer names `old` (its new
+/// leader), waiting up to `wait`; None when it does not move (or is gone).
+async fn next_leader(
+    node: &MetaNode,
+    path: &[String],
+    old: &str,
+    wait: Duration,
+) -> Option<String> {
+    let deadline = tokio::time::Instant::now() + wait;
+    loop {
+        let now = node.read(|t| {
+            t.get(path)
+                .and_then(|v| super::queue_record::decode_queue(v))
+                .map(|d| d.node)
+        })?;
+        if now != old {
+            return Some(now);
+        }
+        if tokio::time::Instant::now() >= deadline {
+            return None;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
     }
 }
 

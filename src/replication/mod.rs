@@ -26,6 +26,7 @@ mod publish;
 mod queue_record;
 mod queues;
 mod quorum;
+mod quorum_members;
 mod settle;
 mod vhosts;
 mod wire;
@@ -34,6 +35,7 @@ pub use auto_delete::auto_delete_decider;
 pub use exclusive::mend_handles;
 pub use membership::{JoinError, Joined};
 pub use quorum::QuorumStatus;
+pub use quorum_members::{GrowStrategy, MemberChange, MemberStatusRow};
 
 use crate::broker::Broker;
 use crate::cluster::state_machine::Observer;

@@ -54,6 +54,19 @@ pub(super) struct QueueDef {
     pub quorum: Option<Quorum>,
 }
 
+impl QueueDef {
+    /// The record's bytes.
+    pub fn encode(&self) -> Vec<u8> {
+        encode_queue(
+            &self.node,
+            self.durable,
+            self.auto_delete,
+            &self.arguments,
+            self.quorum.as_ref(),
+        )
+    }
+}
+
 /// A queue record from its bytes; None when they are not one.
 pub(super) fn decode_queue(bytes: &[u8]) -> Option<QueueDef> {
     let j: serde_json::Value = serde_json::from_slice(bytes).ok()?;

@@ -14,11 +14,11 @@
 
 use super::exchanges::{bindings_to, End};
 use super::queue_record::{decode_queue, encode_queue, queue_path, QueueDef, Quorum, QUEUES};
+use super::quorum_members::{members_named, rewrite};
 use super::{forward, unavailable, VHOSTS};
 use crate::broker::Broker;
 use crate::cluster::codec;
 use crate::cluster::group_types::GroupCommand;
-use crate::cluster::types::{Command, Member};
 use crate::cluster::MetaNode;
 use crate::confirm::ConfirmToken;
 use crate::error::CoreResult;
@@ -189,15 +189,6 @@ pub(super) async fn place(node: &Arc<MetaNode>, leader: &str, size: Option<usize
     Quorum { group, members }
 }
 
-/// The inter-node addresses of the members named.
-fn members_of(node: &MetaNode, names: &[String]) -> Vec<Member> {
-    node.members()
-        .into_iter()
-        .map(|(m, _)| m)
-        .filter(|m| names.contains(&m.name))
-        .collect()
-}
-
 /// Applies a quorum queue's record on this node: its member of the group started if this
 /// node is one, and the queue served here (its leader) or reached through its leader.
 pub(super) fn apply(b: &Broker, v: &Arc<VHost>, name: &str, value: &[u8]) -> bool {
@@ -213,11 +204,17 @@ pub(super) fn apply(b: &Broker, v: &Arc<VHost>, name: &str, value: &[u8]) -> boo
     let led_here = here.as_ref().is_some_and(|q| q.journal.is_some());
     // Asked before this node's member starts (which writes the group's first state).
     let fresh = def.node == me && !led_here && node.groups().is_new(group);
-    if quorum.members.contains(&me) {
+    if !quorum.members.contains(&me) && node.groups().is_member(group) {
+        // This node's member was removed from the group: its copy goes.
+        let node = node.clone();
+        tokio::spawn(async move {
+            node.groups().delete(group).await;
+        });
+    } else if quorum.members.contains(&me) {
         if node.groups().is_member(group) {
             node.groups().prefer(group, &def.node);
         } else {
-            let (node, members) = (node.clone(), members_of(&node, &quorum.members));
+            let (node, members) = (node.clone(), members_named(&node, &quorum.members));
             let leader = def.node.clone();
             tokio::spawn(async move {
                 if let Err(e) = node.groups().start(group, &members, Some(&leader)).await {
@@ -346,20 +343,15 @@ async fn take_over(b: Arc<Broker>, group: u64) -> bool {
     if def.node == node.name() {
         return true;
     }
-    let moved = Command::IfPresent {
-        path: queue_path(&vhost, &name),
-        then: vec![Command::Put {
-            path: queue_path(&vhost, &name),
-            value: encode_queue(
-                node.name(),
-                def.durable,
-                def.auto_delete,
-                &def.arguments,
-                def.quorum.as_ref(),
-            ),
-        }],
-    };
-    match node.write(moved).await {
+    let me = node.name().to_owned();
+    let moved = rewrite(&node, &vhost, &name, |d| {
+        (d.node != me && d.quorum.as_ref().is_some_and(|q| q.group == group)).then(|| QueueDef {
+            node: me.clone(),
+            ..d.clone()
+        })
+    })
+    .await;
+    match moved {
         Ok(_) => true,
         Err(e) => {
             tracing::warn!(group, error = %e, "cannot record a quorum queue's new leader");

@@ -182,3 +182,15 @@ pub fn reply_code(e: &lapin::Error) -> Option<u16> {
         _ => None,
     }
 }
+
+/// `warren ctl` against the node whose spec is `s`: (exit code, stdout, stderr).
+pub async fn ctl(s: &Spec, args: &[&str]) -> (i32, String, String) {
+    let dir = s.dir.path().join("data");
+    let args: Vec<String> = args.iter().map(|a| a.to_string()).collect();
+    tokio::task::spawn_blocking(move || {
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        super::warren_ctl(&dir, &args)
+    })
+    .await
+    .expect("ctl task")
+}

@@ -2,7 +2,7 @@
 //! confirmed publishes.
 
 use super::cluster::reply_code;
-use lapin::options::{BasicPublishOptions, QueueDeclareOptions};
+use lapin::options::{BasicAckOptions, BasicGetOptions, BasicPublishOptions, QueueDeclareOptions};
 use lapin::types::FieldTable;
 use lapin::{BasicProperties, Channel, Connection};
 use std::time::{Duration, Instant};
@@ -80,4 +80,22 @@ pub async fn eventually_count(c: &Connection, name: &str, want: u32, what: &str)
         assert!(start.elapsed() < Duration::from_secs(30), "{what}: {got:?}");
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
+}
+
+/// Takes every ready message of `queue` through `c` with basic.get, acking each: (body,
+/// redelivered) in order.
+pub async fn drain(c: &lapin::Connection, queue: &str) -> Vec<(String, bool)> {
+    let ch = channel(c).await;
+    let mut out = Vec::new();
+    while let Some(m) = within(ch.basic_get(queue.into(), BasicGetOptions { no_ack: false }))
+        .await
+        .expect("get")
+    {
+        let body = String::from_utf8(m.delivery.data.clone()).expect("utf-8");
+        out.push((body, m.delivery.redelivered));
+        within(m.delivery.ack(BasicAckOptions::default()))
+            .await
+            .expect("ack");
+    }
+    out
 }
