@@ -2,7 +2,8 @@
 //! management API and `warren ctl` as `rabbitmq-queues` does it: a member added on a third
 //! node catches up and votes; the leader's member removed hands the queue to another
 //! member with every message; `shrink` and `grow` move members off and onto a node; the last
-//! member cannot go; `quorum_status` shows each member's Raft state.
+//! member cannot go; `quorum_status` shows each member's Raft state, and Prometheus each
+//! node's members under RabbitMQ's `rabbitmq_raft_*` names.
 
 mod common;
 
@@ -108,6 +109,38 @@ async fn a_quorum_queues_members_change_and_it_keeps_its_messages() {
     let applied = |r: &Value| r["Last Applied"].as_u64().unwrap_or_default();
     // The messages went in a few entries; c has applied what the leader has.
     assert_eq!(applied(&rows[2]), applied(&rows[0]), "{rows:?}");
+    // Prometheus: each node's member, RabbitMQ's rabbitmq_raft_* names, per queue.
+    let raft = |body: &str, name: &str| -> Option<f64> {
+        let prefix = format!("{name}{{vhost=\"/\",queue=\"qm\"}} ");
+        body.lines()
+            .find_map(|l| l.strip_prefix(prefix.as_str()))
+            .and_then(|v| v.parse().ok())
+    };
+    let on_c = request(specs[2].metrics, "GET", "/metrics/per-object", None, None).await;
+    assert_eq!(
+        on_c.body
+            .matches("# TYPE rabbitmq_raft_term counter")
+            .count(),
+        1,
+        "{}",
+        on_c.body
+    );
+    assert_eq!(
+        raft(&on_c.body, "rabbitmq_raft_term"),
+        rows[2]["Term"].as_f64()
+    );
+    assert!(
+        raft(&on_c.body, "rabbitmq_raft_last_applied") >= rows[2]["Last Applied"].as_f64(),
+        "{}",
+        on_c.body
+    );
+    let on_a = request(specs[0].metrics, "GET", "/metrics/per-object", None, None).await;
+    let latency = raft(&on_a.body, "rabbitmq_raft_commit_latency_seconds");
+    assert!(
+        latency.is_some_and(|l| l > 0.0 && l < 5.0),
+        "the leader's commit latency: {}",
+        on_a.body
+    );
     // Again: nothing to do. A node that is not in the cluster: refused.
     let r = request(
         specs[0].http,

@@ -64,6 +64,8 @@ pub struct Groups {
     /// The term in which the hook last answered true, per group; groups whose hook runs.
     settled: Arc<DashMap<u64, u64>>,
     settling: Arc<dashmap::DashSet<u64>>,
+    /// How long the last write this node led took to commit, per group.
+    latency: DashMap<u64, Duration>,
 }
 
 /// A rank of `id` among a group's members that differs from group to group, so the first to
@@ -111,6 +113,7 @@ impl Groups {
             leading_hook: std::sync::OnceLock::new(),
             settled: Default::default(),
             settling: Default::default(),
+            latency: DashMap::new(),
         })
     }
 
@@ -234,7 +237,7 @@ impl Groups {
     pub async fn report(&self, group: u64, member: &Member) -> Option<MemberReport> {
         let id = node_id(&member.name);
         if id == self.me {
-            return self.raft(group).ok().map(|r| report_of(&r));
+            return self.report_here(group);
         }
         let req = Request::Group {
             group,
@@ -249,6 +252,14 @@ impl Groups {
             Ok(Response::Group(GroupResponse::Report(r))) => Some(r),
             _ => None,
         }
+    }
+
+    /// How this node's member of `group` is doing; None when it runs none.
+    pub fn report_here(&self, group: u64) -> Option<MemberReport> {
+        let raft = self.raft(group).ok()?;
+        let mut report = report_of(&raft);
+        report.commit_latency = self.latency.get(&group).map(|d| *d);
+        Some(report)
     }
 
     /// Whether this node leads `group`.
@@ -401,8 +412,12 @@ impl Groups {
             }
         }
         let remaining = deadline.saturating_duration_since(Instant::now());
+        let started = Instant::now();
         match tokio::time::timeout(remaining, raft.client_write(cmd)).await {
-            Ok(Ok(r)) => Ok(r.data),
+            Ok(Ok(r)) => {
+                self.latency.insert(group, started.elapsed());
+                Ok(r.data)
+            }
             Ok(Err(e)) => Err(match refusal(&raft, e) {
                 Refused::NotLeader(_) => not_leader(),
                 Refused::Failed(e) => ClusterError::Refused(e),
@@ -442,6 +457,7 @@ impl Groups {
         self.leaderless.remove(&group);
         self.preferred.remove(&group);
         self.settled.remove(&group);
+        self.latency.remove(&group);
         if let Some((_, raft)) = self.map.remove(&group) {
             let _ = raft.shutdown().await;
         }
@@ -474,7 +490,10 @@ impl Groups {
                 Ok(r) => Ok(r.data),
                 Err(e) => Err(refusal(&raft, e)),
             }),
-            GroupRpc::Report => GroupResponse::Report(report_of(&raft)),
+            GroupRpc::Report => match self.report_here(group) {
+                Some(r) => GroupResponse::Report(r),
+                None => GroupResponse::NotMember,
+            },
             GroupRpc::Members(members) => {
                 GroupResponse::Members(change_members(raft, members).await)
             }
@@ -721,5 +740,6 @@ fn report_of(raft: &GroupRaft) -> MemberReport {
         last_index: m.last_log_index,
         applied: m.last_applied.map(|l| l.index),
         snapshot: m.snapshot.map(|l| l.index),
+        commit_latency: None,
     }
 }

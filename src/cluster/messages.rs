@@ -107,6 +107,8 @@ pub struct MemberReport {
     pub applied: Option<u64>,
     /// The last index its snapshot covers.
     pub snapshot: Option<u64>,
+    /// How long its last write as the leader took to commit.
+    pub commit_latency: Option<std::time::Duration>,
 }
 
 /// Why the leader did not carry out a forwarded request.

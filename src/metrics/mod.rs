@@ -7,6 +7,7 @@
 //! here) plus the totals of closed channels, so `*_total` never goes backwards.
 
 mod detailed;
+mod raft;
 
 use crate::broker::Broker;
 use crate::channels::{ChannelInfo, Counter};
@@ -450,6 +451,7 @@ async fn per_object(State(b): State<Arc<Broker>>) -> impl IntoResponse {
             );
         }
     }
+    raft::per_queue(&b, &mut out);
     ([(header::CONTENT_TYPE, CONTENT_TYPE)], out)
 }
 

@@ -35,7 +35,7 @@ pub use auto_delete::auto_delete_decider;
 pub use exclusive::mend_handles;
 pub use membership::{JoinError, Joined};
 pub use quorum::QuorumStatus;
-pub use quorum_members::{GrowStrategy, MemberChange, MemberStatusRow};
+pub use quorum_members::{GrowStrategy, MemberChange, MemberStatusRow, RaftSeries};
 
 use crate::broker::Broker;
 use crate::cluster::state_machine::Observer;

@@ -6,7 +6,7 @@
 //! Records are rewritten only from what was read ([`rewrite`]), so a change racing with a
 //! new leader's takeover is read again, never lost.
 
-use super::queue_record::{decode_queue, queue_path, QueueDef, QUEUES};
+use super::queue_record::{decode_queue, queue_path, QueueDef, Quorum, QUEUES};
 use super::{unavailable, VHOSTS};
 use crate::broker::Broker;
 use crate::cluster::messages::MemberReport;
@@ -37,6 +37,17 @@ pub struct MemberStatusRow {
     pub node: String,
     /// What it reports; None when it does not answer.
     pub report: Option<MemberReport>,
+}
+
+/// One quorum queue member of this node, as Prometheus shows it.
+#[derive(Debug, Clone)]
+pub struct RaftSeries {
+    /// The queue's vhost.
+    pub vhost: String,
+    /// The queue.
+    pub name: String,
+    /// What its member reports.
+    pub report: MemberReport,
 }
 
 /// Which queues `grow` adds a member to: `all`, or those with an `even` number of members.
@@ -251,19 +262,38 @@ impl Broker {
         Ok(())
     }
 
-    /// Every quorum queue in the tree: (vhost, name, members).
-    fn quorum_queues(&self, node: &MetaNode) -> Vec<(String, String, Vec<String>)> {
+    /// Every quorum queue in the tree: (vhost, name, group and members).
+    fn quorum_queues(&self, node: &MetaNode) -> Vec<(String, String, Quorum)> {
         node.read(|t| {
             t.children(&[VHOSTS.to_string()])
                 .filter_map(|(path, value)| match path.as_slice() {
                     [_, vhost, kind, name] if kind == QUEUES => {
                         let q = decode_queue(value)?.quorum?;
-                        Some((vhost.clone(), name.clone(), q.members))
+                        Some((vhost.clone(), name.clone(), q))
                     }
                     _ => None,
                 })
                 .collect()
         })
+    }
+
+    /// The Raft figures of every quorum queue member this node runs, by queue (Prometheus'
+    /// `rabbitmq_raft_*` families).
+    pub fn quorum_raft_series(&self) -> Vec<RaftSeries> {
+        let Some(node) = self.cluster.get() else {
+            return Vec::new();
+        };
+        self.quorum_queues(&node)
+            .into_iter()
+            .filter_map(|(vhost, name, q)| {
+                let report = node.groups().report_here(q.group)?;
+                Some(RaftSeries {
+                    vhost,
+                    name,
+                    report,
+                })
+            })
+            .collect()
     }
 
     /// Adds a member on `member` to every quorum queue whose vhost matches `vhost_pattern`
@@ -282,7 +312,7 @@ impl Broker {
         };
         let (vhosts, queues) = (pattern(vhost_pattern)?, pattern(queue_pattern)?);
         let mut out = Vec::new();
-        for (vhost, name, members) in self.quorum_queues(&node) {
+        for (vhost, name, Quorum { members, .. }) in self.quorum_queues(&node) {
             let suits = match strategy {
                 GrowStrategy::All => true,
                 GrowStrategy::Even => members.len() % 2 == 0,
@@ -313,7 +343,7 @@ impl Broker {
     pub async fn quorum_shrink(&self, member: &str) -> CoreResult<Vec<MemberChange>> {
         let node = self.cluster_node()?;
         let mut out = Vec::new();
-        for (vhost, name, members) in self.quorum_queues(&node) {
+        for (vhost, name, Quorum { members, .. }) in self.quorum_queues(&node) {
             if !members.iter().any(|m| m == member) {
                 continue;
             }

@@ -30,6 +30,8 @@ pub struct Spec {
     pub name: String,
     pub dir: tempfile::TempDir,
     pub http: SocketAddr,
+    /// The Prometheus listener.
+    pub metrics: SocketAddr,
     pub amqp: u16,
     pub config: std::path::PathBuf,
 }
@@ -62,11 +64,12 @@ pub fn spec_on(
     let dir = tempfile::tempdir().expect("dir");
     let http = SocketAddr::from(([127, 0, 0, 1], free_port()));
     let amqp = free_port();
+    let metrics = SocketAddr::from(([127, 0, 0, 1], free_port()));
     let seeds: Vec<String> = seeds.iter().map(|s| format!("{s:?}")).collect();
     let toml = format!(
         "amqp_listen = \"127.0.0.1:{amqp}\"\n\
          http_listen = \"{http}\"\n\
-         metrics_listen = \"127.0.0.1:0\"\n\
+         metrics_listen = \"{metrics}\"\n\
          data_dir = {data:?}\n\
          node_name = \"{name}\"\n\
          cluster_listen = \"{host}:{cluster_port}\"\n\
@@ -81,6 +84,7 @@ pub fn spec_on(
         name: name.to_string(),
         dir,
         http,
+        metrics,
         amqp,
         config,
     }
