@@ -2,7 +2,8 @@
 //! node is a Raft group over the three; publishes through any node are confirmed once a
 //! majority has them; when the leader's node is killed (-9) another member leads, every
 //! confirmed message not acked is there, in order, and the queue serves publishes and gets
-//! through any node; the killed node comes back as a member and reaches the new leader. A
+//! through any node, and a message nacked back keeps its `x-delivery-count`; the killed node
+//! comes back as a member and reaches the new leader. A
 //! quorum queue of two members deleted through a third node is gone everywhere, and its name
 //! makes a new, empty queue.
 
@@ -11,7 +12,7 @@ mod common;
 use common::cluster::*;
 use common::cluster_amqp::*;
 use common::http::request;
-use lapin::options::{BasicAckOptions, BasicGetOptions, QueueDeclareOptions};
+use lapin::options::{BasicAckOptions, BasicGetOptions, BasicNackOptions, QueueDeclareOptions};
 use lapin::types::{AMQPValue, FieldTable};
 use std::time::{Duration, Instant};
 
@@ -78,8 +79,26 @@ async fn a_quorum_queue_keeps_what_was_confirmed_when_its_leaders_node_is_killed
     let critical = "/api/health/checks/node-is-quorum-critical";
     let r = request(specs[1].http, "GET", critical, g, None).await;
     assert_eq!(r.status, 200, "{}", r.body);
-    // The acks and the delivered mark go to the group after they are handled: let them
-    // commit.
+    // A message of a second queue nacked back twice through c.
+    within(on_a.queue_declare("qd".into(), durable(), quorum()))
+        .await
+        .expect("declare qd on a");
+    publish_confirmed(&b, "", "qd", "d", 1).await;
+    let nacker = channel(&c).await;
+    for _ in 0..2 {
+        let m = within(nacker.basic_get("qd".into(), BasicGetOptions { no_ack: false }))
+            .await
+            .expect("get")
+            .expect("a message");
+        within(m.delivery.nack(BasicNackOptions {
+            requeue: true,
+            multiple: false,
+        }))
+        .await
+        .expect("nack");
+    }
+    // The acks, nacks and the delivered mark go to the group after they are handled: let
+    // them commit.
     tokio::time::sleep(Duration::from_millis(500)).await;
 
     children[0].start_kill().expect("kill a");
@@ -106,6 +125,29 @@ async fn a_quorum_queue_keeps_what_was_confirmed_when_its_leaders_node_is_killed
     assert_eq!(
         got, want,
         "every confirmed message not acked, in order, once"
+    );
+    // The nacked message keeps its count under the new leader (RabbitMQ's x-delivery-count
+    // is in the queue's replicated state too).
+    let start = Instant::now();
+    let again = loop {
+        let ch = channel(&b).await;
+        if let Ok(Some(m)) =
+            within(ch.basic_get("qd".into(), BasicGetOptions { no_ack: true })).await
+        {
+            break m;
+        }
+        assert!(start.elapsed() < Duration::from_secs(10), "qd serves again");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    let count = again
+        .delivery
+        .properties
+        .headers()
+        .as_ref()
+        .and_then(|h| h.inner().get("x-delivery-count").cloned());
+    assert_eq!(
+        (count, again.delivery.redelivered),
+        (Some(AMQPValue::LongLongInt(2)), true)
     );
     // Two of three members left: stopping either would leave the queue without a majority.
     let start = Instant::now();

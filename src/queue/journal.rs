@@ -19,13 +19,16 @@ pub trait Journal: Send + Sync + std::fmt::Debug {
     /// Records that every message up to `seq` has been handed to a client (a new leader's
     /// task flags them redelivered).
     fn delivered(&self, seq: u64);
+    /// Records that the message `seq` (`msg`) has come back unacknowledged `returns` times,
+    /// so its `x-delivery-count` and delivery limit hold under a new leader too.
+    fn returned(&self, seq: u64, msg: &Arc<Message>, returns: u32);
 }
 
 /// What a replicated queue's journal held, for a new task (a new leader's) to start from.
 #[derive(Debug, Default)]
 pub struct Journaled {
-    /// The messages, by sequence number, in order.
-    pub messages: Vec<(u64, Arc<Message>)>,
+    /// The messages, by sequence number, in order, with the times each came back.
+    pub messages: Vec<(u64, Arc<Message>, u32)>,
     /// The highest sequence number handed to a client.
     pub delivered: Option<u64>,
 }

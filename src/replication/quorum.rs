@@ -2,7 +2,7 @@
 //! group's id and members (chosen at declare: the declaring node, which leads first, and the
 //! next running nodes, `x-quorum-initial-group-size` in all, default 3). The group (see
 //! `cluster::groups`) holds the queue's messages: key 0 the delivered mark, key `seq + 1` the
-//! message with that sequence number, as [`WireMessage`] bytes.
+//! message with that sequence number and the times it came back (an `Entry`).
 //!
 //! The queue's task runs on the group's leader, a classic queue task whose store writes go
 //! to the group instead ([`GroupJournal`]): a confirm is sent once a majority has the message
@@ -116,9 +116,21 @@ async fn flush(inner: Arc<Inner>) {
     }
 }
 
+/// A message as its quorum queue's group holds it: the times it came back unacknowledged
+/// (`x-delivery-count`), and the message.
+#[derive(serde::Serialize, serde::Deserialize)]
+struct Entry {
+    returns: u32,
+    message: WireMessage,
+}
+
 impl Journal for GroupJournal {
     fn put(&self, seq: u64, msg: Arc<Message>, token: Option<ConfirmToken>) {
-        match codec::encode(&WireMessage::of(&msg)) {
+        let entry = Entry {
+            returns: 0,
+            message: WireMessage::of(&msg),
+        };
+        match codec::encode(&entry) {
             Ok(bytes) => self.push(GroupCommand::Set(seq + 1, bytes), token),
             Err(_) => {
                 if let Some(t) = token {
@@ -144,6 +156,16 @@ impl Journal for GroupJournal {
             self.push(GroupCommand::Set(MARK, bytes), None);
         }
     }
+
+    fn returned(&self, seq: u64, msg: &Arc<Message>, returns: u32) {
+        let entry = Entry {
+            returns,
+            message: WireMessage::of(msg),
+        };
+        if let Ok(bytes) = codec::encode(&entry) {
+            self.push(GroupCommand::Set(seq + 1, bytes), None);
+        }
+    }
 }
 
 /// What `group` holds on this node, as a queue task starts from it.
@@ -154,11 +176,11 @@ async fn load(node: &MetaNode, group: u64) -> Result<Journaled, crate::cluster::
             out.delivered = codec::decode(&bytes).ok();
             continue;
         }
-        let msg = codec::decode::<WireMessage>(&bytes)
+        let entry = codec::decode::<Entry>(&bytes)
             .ok()
-            .and_then(WireMessage::message);
-        match msg {
-            Some(m) => out.messages.push((key - 1, Arc::new(m))),
+            .and_then(|e| Some((e.message.message()?, e.returns)));
+        match entry {
+            Some((m, returns)) => out.messages.push((key - 1, Arc::new(m), returns)),
             None => tracing::error!(group, key, "undecodable quorum queue message; skipped"),
         }
     }

@@ -152,12 +152,12 @@ pub(super) fn start<H: super::QueueHost>(
     rx: Mailbox,
     recovered: Vec<crate::store::RecoveredMessage>,
     delivered: Option<u64>,
-    loaded: Vec<(u64, Arc<Message>)>,
+    loaded: Vec<(u64, Arc<Message>, u32)>,
 ) {
     let next_seq = recovered
         .iter()
         .map(|m| m.seq + 1)
-        .chain(loaded.last().map(|(seq, _)| seq + 1))
+        .chain(loaded.last().map(|(seq, _, _)| seq + 1))
         .max()
         .unwrap_or(0);
     let page_file = host.store().paging().page_file();
@@ -176,15 +176,15 @@ pub(super) fn start<H: super::QueueHost>(
             priority,
         });
     }
-    for (seq, msg) in loaded {
+    for (seq, msg, returns) in loaded {
         let priority = ready.level_of(msg.priority);
         ready.insert(Ready {
             seq,
             size: msg.body_len() as u64,
             msg: Some(msg),
-            redelivered: delivered.is_some_and(|d| seq <= d),
+            redelivered: returns > 0 || delivered.is_some_and(|d| seq <= d),
             expires: None,
-            returns: 0,
+            returns,
             priority,
         });
     }
@@ -496,6 +496,9 @@ impl QueueActor {
                         if limit.is_some_and(|l| u64::from(returns) > l) {
                             self.drop_message(seq, u.msg, Reason::DeliveryLimit);
                         } else {
+                            if let Some(journal) = &self.shared.journal {
+                                journal.returned(seq, &u.msg, returns);
+                            }
                             self.insert_ready(seq, Some(u.msg), true, returns);
                         }
                     }
