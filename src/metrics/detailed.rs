@@ -2,7 +2,9 @@
 //! those asked for, optionally restricted to some vhosts. Families Warren does not keep are
 //! left out, as the plugin leaves out unknown ones.
 
-use super::{channel_series, churn, family, label, queue_gauges, Family, QUEUE_FAMILIES};
+use super::{
+    channel_series, churn, family, label, queue_gauges, queue_sample, Family, QUEUE_FAMILIES,
+};
 use crate::broker::Broker;
 use axum::extract::{Query, State};
 use axum::http::header;
@@ -18,13 +20,7 @@ fn queue_series(out: &mut String, queues: &[super::QueueGauges], families: &[Fam
         let name = name.replacen("rabbitmq_", PREFIX, 1);
         family(out, &name, "gauge", help);
         for q in queues {
-            let _ = writeln!(
-                out,
-                "{name}{{vhost=\"{}\",queue=\"{}\"}} {}",
-                label(&q.vhost),
-                label(&q.name),
-                value(q)
-            );
+            queue_sample(out, &name, &q.vhost, &q.name, value(q));
         }
     }
 }

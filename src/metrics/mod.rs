@@ -93,6 +93,22 @@ fn gauge(out: &mut String, name: &str, help: &str, value: u64) {
     let _ = writeln!(out, "{name} {value}");
 }
 
+/// One sample of a queue's series: `name{vhost="..",queue=".."} value`.
+pub(crate) fn queue_sample(
+    out: &mut String,
+    name: &str,
+    vhost: &str,
+    queue: &str,
+    value: impl std::fmt::Display,
+) {
+    let _ = writeln!(
+        out,
+        "{name}{{vhost=\"{}\",queue=\"{}\"}} {value}",
+        label(vhost),
+        label(queue)
+    );
+}
+
 /// Escapes a label value (backslash, quote, newline).
 pub(crate) fn label(value: &str) -> String {
     value
@@ -442,13 +458,7 @@ async fn per_object(State(b): State<Arc<Broker>>) -> impl IntoResponse {
     for (name, help, value) in QUEUE_FAMILIES.into_iter().chain([consumers]) {
         family(&mut out, name, "gauge", help);
         for q in &queues {
-            let _ = writeln!(
-                out,
-                "{name}{{vhost=\"{}\",queue=\"{}\"}} {}",
-                label(&q.vhost),
-                label(&q.name),
-                value(q)
-            );
+            queue_sample(&mut out, name, &q.vhost, &q.name, value(q));
         }
     }
     raft::per_queue(&b, &mut out);

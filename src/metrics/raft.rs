@@ -4,10 +4,9 @@
 //! (`deps/rabbitmq_prometheus/metrics.md`). openraft reports no separate commit index: a
 //! member applies what is committed as it learns of it, so the applied index stands for it.
 
-use super::{family, label};
+use super::{family, queue_sample};
 use crate::broker::Broker;
 use crate::replication::RaftSeries;
-use std::fmt::Write;
 
 /// A family: (name, type, help, value of a member).
 type RaftFamily = (
@@ -62,13 +61,7 @@ pub(super) fn per_queue(b: &Broker, out: &mut String) {
     for (name, kind, help, value) in FAMILIES {
         family(out, name, kind, help);
         for s in &series {
-            let _ = writeln!(
-                out,
-                "{name}{{vhost=\"{}\",queue=\"{}\"}} {}",
-                label(&s.vhost),
-                label(&s.name),
-                value(s)
-            );
+            queue_sample(out, name, &s.vhost, &s.name, value(s));
         }
     }
 }

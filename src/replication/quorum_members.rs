@@ -122,13 +122,23 @@ pub(super) fn members_named(node: &MetaNode, names: &[String]) -> Vec<Member> {
         .collect()
 }
 
+/// `def` without the member on `member` (None when it has none there).
+fn without(def: &QueueDef, member: &str) -> Option<QueueDef> {
+    let mut d = def.clone();
+    let q = d.quorum.as_mut()?;
+    let before = q.members.len();
+    q.members.retain(|m| m != member);
+    (q.members.len() != before).then_some(d)
+}
+
 /// A reason as RabbitMQ gives it (`{error, Reason}` rendered).
 fn refused(reason: &str) -> CoreError {
     CoreError::Unavailable(reason.to_owned())
 }
 
 impl Broker {
-    fn quorum_def(&self, node: &MetaNode, vhost: &str, name: &str) -> CoreResult<QueueDef> {
+    /// The group and members of the quorum queue `vhost`/`name`, as the tree has them.
+    fn quorum_of(&self, node: &MetaNode, vhost: &str, name: &str) -> CoreResult<Quorum> {
         let def = node
             .read(|t| {
                 t.get(&queue_path(vhost, name))
@@ -139,10 +149,8 @@ impl Broker {
                 name: name.to_owned(),
                 vhost: vhost.to_owned(),
             })?;
-        if def.quorum.is_none() {
-            return Err(refused("classic_queue_not_supported"));
-        }
-        Ok(def)
+        def.quorum
+            .ok_or_else(|| refused("classic_queue_not_supported"))
     }
 
     fn cluster_node(&self) -> CoreResult<Arc<MetaNode>> {
@@ -156,7 +164,7 @@ impl Broker {
     /// up and votes.
     pub async fn quorum_add_member(&self, vhost: &str, name: &str, member: &str) -> CoreResult<()> {
         let node = self.cluster_node()?;
-        let def = self.quorum_def(&node, vhost, name)?;
+        let quorum = self.quorum_of(&node, vhost, name)?;
         let running = node
             .member_status(std::time::Duration::from_millis(500))
             .await
@@ -165,9 +173,6 @@ impl Broker {
         if !running {
             return Err(refused("node_not_running"));
         }
-        let Some(quorum) = def.quorum else {
-            return Err(refused("classic_queue_not_supported"));
-        };
         if quorum.members.iter().any(|m| m == member) {
             return Ok(());
         }
@@ -186,7 +191,7 @@ impl Broker {
         .map_err(unavailable)?;
         let Some(members) = joined.and_then(|d| d.quorum).map(|q| q.members) else {
             return Err(self
-                .quorum_def(&node, vhost, name)
+                .quorum_of(&node, vhost, name)
                 .err()
                 .unwrap_or_else(|| refused("the queue changed while a member was added")));
         };
@@ -200,14 +205,7 @@ impl Broker {
             .await;
         if let Err(e) = changed {
             // Undo the record (the group did not take the member).
-            let _ = rewrite(&node, vhost, name, |d| {
-                let mut d = d.clone();
-                let q = d.quorum.as_mut()?;
-                let before = q.members.len();
-                q.members.retain(|m| m != member);
-                (q.members.len() != before).then_some(d)
-            })
-            .await;
+            let _ = rewrite(&node, vhost, name, |d| without(d, member)).await;
             return Err(unavailable(e));
         }
         tracing::info!(queue = %name, vhost = %vhost, node = %member, "added a quorum queue member");
@@ -224,10 +222,7 @@ impl Broker {
         member: &str,
     ) -> CoreResult<()> {
         let node = self.cluster_node()?;
-        let def = self.quorum_def(&node, vhost, name)?;
-        let Some(quorum) = def.quorum else {
-            return Err(refused("classic_queue_not_supported"));
-        };
+        let quorum = self.quorum_of(&node, vhost, name)?;
         if !quorum.members.iter().any(|m| m == member) {
             return Ok(());
         }
@@ -249,15 +244,9 @@ impl Broker {
             )
             .await
             .map_err(unavailable)?;
-        rewrite(&node, vhost, name, |d| {
-            let mut d = d.clone();
-            let q = d.quorum.as_mut()?;
-            let before = q.members.len();
-            q.members.retain(|m| m != member);
-            (q.members.len() != before).then_some(d)
-        })
-        .await
-        .map_err(unavailable)?;
+        rewrite(&node, vhost, name, |d| without(d, member))
+            .await
+            .map_err(unavailable)?;
         tracing::info!(queue = %name, vhost = %vhost, node = %member, "deleted a quorum queue member");
         Ok(())
     }
@@ -369,10 +358,7 @@ impl Broker {
         name: &str,
     ) -> CoreResult<Vec<MemberStatusRow>> {
         let node = self.cluster_node()?;
-        let def = self.quorum_def(&node, vhost, name)?;
-        let Some(quorum) = def.quorum else {
-            return Err(refused("classic_queue_not_supported"));
-        };
+        let quorum = self.quorum_of(&node, vhost, name)?;
         let mut names = quorum.members.clone();
         names.sort();
         let members = members_named(&node, &names);
