@@ -97,7 +97,6 @@ impl RemoteLink for Link {
                 vhost: vhost.clone(),
             };
             let node = node.ok_or_else(|| down.clone())?;
-            let path = super::queue_record::queue_path(&vhost, &queue);
             let app = App::Queue {
                 vhost,
                 queue,
@@ -115,6 +114,13 @@ impl RemoteLink for Link {
                     LEADER_MOVE_WAIT
                 } else {
                     Duration::ZERO
+                };
+                // Built only here: a publish that went through allocates nothing for it.
+                let path = match &app {
+                    App::Queue { vhost, queue, .. } => {
+                        super::queue_record::queue_path(vhost, queue)
+                    }
+                    _ => Vec::new(),
                 };
                 if let Some(leader) = next_leader(&node, &path, &home, wait).await {
                     // A quorum queue's leader moved: its publishes go to the new one (a
