@@ -11,11 +11,11 @@ mod common;
 
 use common::cluster::*;
 use common::http::request;
+use common::partition::{prepare, specs_apart, Cut};
 use lapin::options::{BasicGetOptions, BasicPublishOptions, ExchangeDeclareOptions};
 use lapin::types::FieldTable;
 use lapin::{BasicProperties, Connection, ExchangeKind};
 use serde_json::Value;
-use std::process::Command;
 use std::time::{Duration, Instant};
 
 const STEP: Duration = Duration::from_secs(10);
@@ -29,81 +29,6 @@ const APART: [(&str, &str); 3] = [
     ("warren-b@127.0.0.3", "127.0.0.3"),
     ("warren-c@127.0.0.4", "127.0.0.4"),
 ];
-
-/// The iptables rules that cut one loopback address off; removed when dropped.
-struct Cut {
-    rules: Vec<Vec<String>>,
-}
-
-fn iptables(args: &[String]) {
-    let out = Command::new("iptables")
-        .args(args)
-        .output()
-        .expect("iptables");
-    assert!(
-        out.status.success(),
-        "iptables {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-}
-
-impl Cut {
-    /// Every TCP packet from and to `ip` dropped.
-    fn off(ip: &str) -> Cut {
-        Cut::with(&[&["-s", ip], &["-d", ip]])
-    }
-
-    /// Only the packets between `x` and `y` dropped (a partial partition).
-    fn between(x: &str, y: &str) -> Cut {
-        Cut::with(&[&["-s", x, "-d", y], &["-s", y, "-d", x]])
-    }
-
-    fn with(matches: &[&[&str]]) -> Cut {
-        let rules: Vec<Vec<String>> = matches
-            .iter()
-            .map(|m| {
-                ["INPUT"]
-                    .iter()
-                    .chain(m.iter())
-                    .chain(
-                        [
-                            "-p",
-                            "tcp",
-                            "-m",
-                            "comment",
-                            "--comment",
-                            "warren-partition-test",
-                            "-j",
-                            "DROP",
-                        ]
-                        .iter(),
-                    )
-                    .map(|s| s.to_string())
-                    .collect()
-            })
-            .collect();
-        for r in &rules {
-            let mut add = vec!["-I".to_string()];
-            add.extend(r.iter().cloned());
-            iptables(&add);
-        }
-        Cut { rules }
-    }
-
-    fn heal(&mut self) {
-        for r in self.rules.drain(..) {
-            let mut del = vec!["-D".to_string()];
-            del.extend(r);
-            iptables(&del);
-        }
-    }
-}
-
-impl Drop for Cut {
-    fn drop(&mut self) {
-        self.heal();
-    }
-}
 
 async fn exchange(c: &Connection, name: &str, passive: bool) -> lapin::Result<()> {
     let ch = c.create_channel().await?;
@@ -122,40 +47,9 @@ async fn exchange(c: &Connection, name: &str, passive: bool) -> lapin::Result<()
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_node_cut_off_refuses_metadata_writes_serves_its_queues_and_catches_up_when_healed() {
-    let status = Command::new(concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/tests/tools/install-iptables"
-    ))
-    .status()
-    .expect("run install-iptables");
-    assert!(status.success(), "install-iptables failed");
-    // Rules an interrupted earlier run left behind.
-    let listed = Command::new("iptables")
-        .args(["-S", "INPUT"])
-        .output()
-        .expect("iptables -S");
-    for rule in String::from_utf8_lossy(&listed.stdout).lines() {
-        if let Some(spec) = rule
-            .strip_prefix("-A ")
-            .filter(|r| r.contains("warren-partition-test"))
-        {
-            let mut del = vec!["-D".to_string()];
-            del.extend(spec.split_whitespace().map(str::to_string));
-            iptables(&del);
-        }
-    }
+    prepare();
 
-    let ports = [free_port(), free_port(), free_port()];
-    let seeds: Vec<String> = APART
-        .iter()
-        .zip(ports)
-        .map(|((n, _), p)| format!("{n}:{p}"))
-        .collect();
-    let specs: Vec<Spec> = APART
-        .iter()
-        .zip(ports)
-        .map(|((n, ip), p)| spec_on(ip, n, p, "cookie", &seeds, ""))
-        .collect();
+    let specs = specs_apart(&APART);
     let _children: Vec<_> = specs.iter().map(spawn).collect();
     let all_up: Vec<(&str, bool)> = APART.iter().map(|(n, _)| (*n, true)).collect();
     for s in &specs {

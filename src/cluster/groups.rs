@@ -581,6 +581,12 @@ impl Groups {
         }
     }
 
+    /// Makes the leading hook run again for `group` (on the supervisor's next tick, if this
+    /// node still leads it): the core's state of the group's queue needs rebuilding.
+    pub fn unsettle(&self, group: u64) {
+        self.settled.remove(&group);
+    }
+
     /// Runs the leading hook for `group`, which this node leads, unless it answered true in
     /// this term or is running.
     fn settle(&self, group: u64, raft: &GroupRaft) {

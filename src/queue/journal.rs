@@ -22,6 +22,15 @@ pub trait Journal: Send + Sync + std::fmt::Debug {
     /// Records that the message `seq` (`msg`) has come back unacknowledged `returns` times,
     /// so its `x-delivery-count` and delivery limit hold under a new leader too.
     fn returned(&self, seq: u64, msg: &Arc<Message>, returns: u32);
+    /// Answers `done` once everything recorded before this call is committed (true), or
+    /// could not be (false): what a channel's `close-ok` waits for after its acks.
+    fn sync(&self, done: tokio::sync::oneshot::Sender<bool>);
+    /// Whether a write failed: the task's state may differ from what was committed, so it
+    /// is to be started again from the journal.
+    fn broken(&self) -> bool;
+    /// The task is being replaced (by another node's leader or a fresh task) or deleted:
+    /// nothing it does from now on is written (its shutdown must not empty the journal).
+    fn detach(&self);
 }
 
 /// What a replicated queue's journal held, for a new task (a new leader's) to start from.

@@ -191,6 +191,9 @@ pub(crate) enum QueueCmd {
     Info(oneshot::Sender<QueueInfo>),
     Consumers(oneshot::Sender<Vec<ConsumerSummary>>),
     Flush(oneshot::Sender<()>),
+    /// Answered once the settlements sent before it are committed where the queue keeps
+    /// them (true), or could not be (false): a closing channel waits for its acks.
+    Sync(oneshot::Sender<bool>),
     Touch,
     Sample,
     Policy(Arc<crate::args::QueueArgs>),
@@ -480,6 +483,20 @@ impl QueueShared {
     /// Waits until the queue has handed every pending write to the store.
     pub async fn flush(&self) {
         let _ = self.ask(QueueCmd::Flush).await;
+    }
+
+    /// Whether the acks sent to this queue before are committed (for a replicated queue: on a
+    /// majority of its members; for another node's queue: there). Asked after the acks, on
+    /// the same (consumer) mailbox, so it is answered after them.
+    pub async fn sync(&self) -> bool {
+        let (tx, rx) = oneshot::channel();
+        self.control(QueueCmd::Sync(tx)) && rx.await.unwrap_or(false)
+    }
+
+    /// Whether a channel closing after acks to this queue waits for [`QueueShared::sync`]:
+    /// the queue is replicated or lives on another node.
+    pub fn syncs_acks(&self) -> bool {
+        self.journal.is_some() || self.home.is_some()
     }
 
     /// Stops the queue's task at broker shutdown (the queue itself is kept in the store).

@@ -140,6 +140,8 @@ pub enum RemoteOp {
     Cancel(u64),
     /// The queue was used (redeclared) on the asking node: its `x-expires` starts again.
     Touch,
+    /// Answered `Done` once the settlements the asking node sent before are committed.
+    Sync,
 }
 
 /// Counters of a remote queue (the management API's subset).
@@ -512,6 +514,10 @@ impl Proxy {
             }
             QueueCmd::Flush(reply) => {
                 let _ = reply.send(());
+            }
+            QueueCmd::Sync(reply) => {
+                let synced = matches!(self.call(RemoteOp::Sync).await, Ok(RemoteReply::Done));
+                let _ = reply.send(synced);
             }
             QueueCmd::Shutdown => return false,
             QueueCmd::Touch => {

@@ -459,6 +459,13 @@ impl Forwarder {
                 q.touch();
                 RemoteReply::Done
             }
+            RemoteOp::Sync => match q.sync().await {
+                true => RemoteReply::Done,
+                false => RemoteReply::Failed(
+                    541,
+                    "INTERNAL_ERROR - acknowledgements could not be committed".into(),
+                ),
+            },
             RemoteOp::Cancel(id) => {
                 if let Some((_, (q, here))) = self.consumers.remove(&(origin, id)) {
                     q.cancel(here).await;

@@ -27,6 +27,7 @@ use crate::queue::journal::{Journal, Journaled};
 use crate::queue::remote::{Home, WireMessage};
 use crate::vhost::VHost;
 use std::sync::{Arc, Mutex, Weak};
+use tokio::sync::oneshot;
 
 /// The group key of a queue's delivered mark (messages are at `seq + 1`).
 const MARK: u64 = 0;
@@ -50,6 +51,12 @@ struct Inner {
 struct Pending {
     queue: Vec<(GroupCommand, Option<ConfirmToken>)>,
     flushing: bool,
+    /// Waiting for every command queued before them to be written ([`Journal::sync`]).
+    syncs: Vec<oneshot::Sender<bool>>,
+    /// A write failed: what the task holds may differ from what the group committed. Later
+    /// commands are dropped (their confirms nacked, syncs answered false) until the task is
+    /// started again from the group.
+    broken: bool,
 }
 
 impl std::fmt::Debug for GroupJournal {
@@ -82,29 +89,46 @@ impl GroupJournal {
 }
 
 /// Writes what waits, an entry at a time, until nothing does; completes each confirm with
-/// whether its entry was committed.
+/// whether its entry was committed, and each sync with whether the entry that held the last
+/// command before it was.
 async fn flush(inner: Arc<Inner>) {
     loop {
-        let batch: Vec<(GroupCommand, Option<ConfirmToken>)> = match inner.pending.lock() {
+        let (batch, syncs) = match inner.pending.lock() {
             Ok(mut p) if p.queue.is_empty() => {
                 p.flushing = false;
+                let ok = !p.broken;
+                for s in p.syncs.drain(..) {
+                    let _ = s.send(ok);
+                }
                 return;
             }
             Ok(mut p) => {
                 let n = p.queue.len().min(MOST);
-                p.queue.drain(..n).collect()
+                let batch: Vec<_> = p.queue.drain(..n).collect();
+                // Syncs made after commands still queued wait for a later entry.
+                let syncs = match p.queue.is_empty() {
+                    true => std::mem::take(&mut p.syncs),
+                    false => Vec::new(),
+                };
+                (batch, syncs)
             }
             Err(_) => return,
         };
         let (cmds, tokens): (Vec<_>, Vec<_>) = batch.into_iter().unzip();
+        let broken = inner.pending.lock().map_or(true, |p| p.broken);
         let committed = match inner.node.upgrade() {
+            Some(_) if broken => false,
             Some(node) => {
                 let r = node
                     .groups()
                     .write_here(inner.group, GroupCommand::Batch(cmds))
                     .await;
                 if let Err(e) = &r {
-                    tracing::warn!(group = inner.group, error = %e, "a quorum queue write failed");
+                    tracing::warn!(group = inner.group, error = %e, "a quorum queue write failed; its task starts again from the group");
+                    if let Ok(mut p) = inner.pending.lock() {
+                        p.broken = true;
+                    }
+                    node.groups().unsettle(inner.group);
                 }
                 r.is_ok()
             }
@@ -112,6 +136,9 @@ async fn flush(inner: Arc<Inner>) {
         };
         for t in tokens.into_iter().flatten() {
             t.complete(committed);
+        }
+        for s in syncs {
+            let _ = s.send(committed);
         }
     }
 }
@@ -155,6 +182,29 @@ impl Journal for GroupJournal {
         if let Ok(bytes) = codec::encode(&seq) {
             self.push(GroupCommand::Set(MARK, bytes), None);
         }
+    }
+
+    fn sync(&self, done: oneshot::Sender<bool>) {
+        let Ok(mut p) = self.0.pending.lock() else {
+            let _ = done.send(false);
+            return;
+        };
+        if p.flushing {
+            p.syncs.push(done);
+        } else {
+            // Nothing queued or in flight: what came before was written (or failed) already.
+            let _ = done.send(!p.broken);
+        }
+    }
+
+    fn detach(&self) {
+        if let Ok(mut p) = self.0.pending.lock() {
+            p.broken = true;
+        }
+    }
+
+    fn broken(&self) -> bool {
+        self.0.pending.lock().map_or(true, |p| p.broken)
     }
 
     fn returned(&self, seq: u64, msg: &Arc<Message>, returns: u32) {
@@ -343,7 +393,9 @@ async fn take_over(b: Arc<Broker>, group: u64) -> bool {
     let (Some(v), Some(def)) = (b.vhost(&vhost), decode_queue(&value)) else {
         return true;
     };
-    let led_here = v.queue(&name).is_ok_and(|q| q.journal.is_some());
+    let led_here = v
+        .queue(&name)
+        .is_ok_and(|q| q.journal.as_ref().is_some_and(|j| !j.broken()));
     if led_here && def.node == node.name() {
         return true;
     }

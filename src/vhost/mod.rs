@@ -395,7 +395,7 @@ impl VHost {
         from: crate::queue::journal::Journaled,
     ) {
         if let Some(q) = self.queues.get(name).map(|q| q.clone()) {
-            if q.journal.is_some() {
+            if q.journal.as_ref().is_some_and(|j| !j.broken()) {
                 return;
             }
             self.drop_queue(name);
@@ -422,6 +422,10 @@ impl VHost {
             return;
         };
         q.mark_deleted();
+        if let Some(journal) = &q.journal {
+            // A replicated queue's data is its group's, which the cluster keeps or deletes.
+            journal.detach();
+        }
         self.queue_churn[2].fetch_add(1, Ordering::Relaxed);
         self.remove_destination(&Destination::Queue(q.clone()), exchanges::Cascade::No);
         if let Ok(rt) = tokio::runtime::Handle::try_current() {

@@ -274,7 +274,12 @@ pub(crate) async fn apply_settles(ch: &mut Channel, entries: Vec<UnackedEntry>, 
     }
     for (q, seqs) in group_by_queue(entries.into_iter().map(|e| (e.queue, e.seq))) {
         match how {
-            Settle::Ack => q.ack(seqs).await,
+            Settle::Ack => {
+                if q.syncs_acks() && !ch.acked_far.iter().any(|f| Arc::ptr_eq(f, &q)) {
+                    ch.acked_far.push(q.clone());
+                }
+                q.ack(seqs).await
+            }
             Settle::Requeue => q.requeue(seqs).await,
             Settle::Discard => q.discard(seqs).await,
         }

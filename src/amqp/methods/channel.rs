@@ -6,9 +6,20 @@ use crate::amqp::session::Session;
 use amq_protocol::protocol::{channel, AMQPClass};
 
 impl Session {
-    /// channel.close from the client: released, answered, finished.
+    /// channel.close from the client: released, answered, finished. The `close-ok` waits
+    /// until the replicated (and other nodes') queues the channel acked on have committed
+    /// those acks, so an ack followed by `close-ok` is never undone by a failover; when they
+    /// cannot be committed the connection is closed instead (541).
     pub(super) async fn channel_close(&mut self, ch: &mut Channel) -> AmqpResult<()> {
         self.release_channel(ch).await;
+        for q in std::mem::take(&mut ch.acked_far) {
+            if !q.sync().await {
+                return Err(AmqpError::internal(format!(
+                    "acknowledgements to queue '{}' in vhost '{}' could not be committed",
+                    q.name, q.vhost
+                )));
+            }
+        }
         self.send_method(
             ch.id,
             AMQPClass::Channel(channel::AMQPMethod::CloseOk(channel::CloseOk {})),

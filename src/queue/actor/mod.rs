@@ -107,6 +107,8 @@ struct QueueActor {
     delivered_mark: u64,
     mark_dirty: bool,
     flush_waiters: Vec<oneshot::Sender<()>>,
+    /// Asked whether the settlements before them are committed ([`QueueCmd::Sync`]).
+    sync_waiters: Vec<oneshot::Sender<bool>>,
     /// Messages to dead-letter after this batch.
     dead: Vec<(Arc<Message>, Reason)>,
     /// When the queue was last used (x-expires), on `now_ms`'s clock.
@@ -208,6 +210,7 @@ pub(super) fn start<H: super::QueueHost>(
         delivered_mark: delivered.unwrap_or(0),
         mark_dirty: false,
         flush_waiters: Vec::new(),
+        sync_waiters: Vec::new(),
         dead: Vec::new(),
         last_used: now_ms(),
         delete_reply: None,
@@ -273,6 +276,7 @@ impl QueueActor {
                                 | QueueCmd::Consumers(_)
                                 | QueueCmd::Sample
                                 | QueueCmd::Flush(_)
+                                | QueueCmd::Sync(_)
                                 | QueueCmd::Kick
                                 | QueueCmd::Policy(_)
                         );
@@ -421,6 +425,14 @@ impl QueueActor {
         }
         for w in self.flush_waiters.drain(..) {
             let _ = w.send(());
+        }
+        for w in self.sync_waiters.drain(..) {
+            match &self.shared.journal {
+                Some(journal) => journal.sync(w),
+                None => {
+                    let _ = w.send(true);
+                }
+            }
         }
     }
 
@@ -622,6 +634,7 @@ impl QueueActor {
                 let _ = reply.send(list);
             }
             QueueCmd::Flush(reply) => self.flush_waiters.push(reply),
+            QueueCmd::Sync(reply) => self.sync_waiters.push(reply),
             QueueCmd::Touch => self.last_used = now_ms(),
             QueueCmd::Sample => {
                 self.stats.sample();
