@@ -115,14 +115,22 @@ async fn confirmed_messages_survive_kills_and_partitions_and_acked_ones_stay_ack
         let hold = Duration::from_millis(rng.random_range(500..4000));
         if rng.random_bool(0.5) {
             kills += 1;
-            eprintln!("chaos: kill -9 {} for {hold:?}", NODES[victim].0);
+            eprintln!(
+                "chaos: {}ms kill -9 {} for {hold:?}",
+                started.elapsed().as_millis(),
+                NODES[victim].0
+            );
             let _ = children[victim].start_kill();
             let _ = children[victim].wait().await;
             tokio::time::sleep(hold).await;
             children[victim] = spawn(&specs[victim]);
         } else {
             cuts += 1;
-            eprintln!("chaos: cut {} off for {hold:?}", NODES[victim].0);
+            eprintln!(
+                "chaos: {}ms cut {} off for {hold:?}",
+                started.elapsed().as_millis(),
+                NODES[victim].0
+            );
             let cut = Cut::off(NODES[victim].1);
             tokio::time::sleep(hold).await;
             drop(cut);
@@ -199,7 +207,18 @@ async fn confirmed_messages_survive_kills_and_partitions_and_acked_ones_stay_ack
             s.unknown,
             s.deliveries.len()
         );
-        check(s)
+        let verdict = check(s);
+        let odd = verdict.lost.iter().chain(&verdict.after_ack).take(3);
+        for body in odd.chain(
+            verdict
+                .out_of_order
+                .iter()
+                .take(2)
+                .flat_map(|(a, b)| [a, b]),
+        ) {
+            eprintln!("chaos: {}", s.trace(body, started));
+        }
+        verdict
     });
     eprintln!(
         "chaos: {} lost, {} phantom, {} after a processed ack, {} out of order, {} redelivered, \

@@ -159,9 +159,9 @@ pub(crate) struct Channel {
     pub last_queue: Option<amq_protocol::types::ShortString>,
     /// What the management API and metrics see of this channel.
     pub stats: crate::connections::ChannelRegistration,
-    /// Replicated or other nodes' queues this channel acked on: its `close-ok` waits until
-    /// they have committed those acks.
-    pub acked_far: Vec<crate::queue::QueueRef>,
+    /// Replicated or other nodes' queues this channel acked on, each with its settle mark
+    /// before the first ack: its `close-ok` waits until they have committed those acks.
+    pub acked_far: Vec<(crate::queue::QueueRef, u64)>,
 }
 
 impl Channel {

@@ -383,12 +383,14 @@ impl Groups {
         }
     }
 
-    /// Proposes `cmd` to `group` only if this node leads it (waiting up to the write timeout
-    /// while the group has no leader yet), and answers once it is committed and applied
-    /// here: the writes of a queue's task, which must never reach a group it does not lead.
+    /// Proposes `cmd` to `group` only if this node leads it in `term` (any term: 0), waiting
+    /// up to the write timeout while the group has no leader yet, and answers once it is
+    /// committed and applied here: the writes of a queue's task, which must never reach a
+    /// group it does not lead (nor one another leader wrote to since the task started).
     pub async fn write_here(
         &self,
         group: u64,
+        term: u64,
         cmd: GroupCommand,
     ) -> Result<GroupReply, ClusterError> {
         let not_leader = || ClusterError::Refused(format!("this node does not lead group {group}"));
@@ -410,6 +412,9 @@ impl Groups {
                 }
                 None => tokio::time::sleep(Duration::from_millis(20)).await,
             }
+        }
+        if term != 0 && raft.metrics().borrow().current_term != term {
+            return Err(not_leader());
         }
         let remaining = deadline.saturating_duration_since(Instant::now());
         let started = Instant::now();

@@ -16,8 +16,8 @@ pub trait Journal: Send + Sync + std::fmt::Debug {
     fn remove(&self, seqs: Vec<u64>);
     /// Forgets the messages with sequence numbers `from..=to`.
     fn remove_range(&self, from: u64, to: u64);
-    /// Records that every message up to `seq` has been handed to a client (a new leader's
-    /// task flags them redelivered).
+    /// Records that any message up to `seq` may have been handed to a client (a new
+    /// leader's task flags them redelivered and numbers new messages after `seq`).
     fn delivered(&self, seq: u64);
     /// Records that the message `seq` (`msg`) has come back unacknowledged `returns` times,
     /// so its `x-delivery-count` and delivery limit hold under a new leader too.
@@ -28,6 +28,11 @@ pub trait Journal: Send + Sync + std::fmt::Debug {
     /// Whether a write failed: the task's state may differ from what was committed, so it
     /// is to be started again from the journal.
     fn broken(&self) -> bool;
+    /// Ties the journal to its group's leadership `term` (when it is not tied to one yet) and
+    /// says whether its task may go on leading: false when it is broken, or tied to an
+    /// earlier term (another leader may have written since; it is broken from now on, and
+    /// a task is started afresh from what the group committed).
+    fn lead(&self, term: u64) -> bool;
     /// The task is being replaced (by another node's leader or a fresh task) or deleted:
     /// nothing it does from now on is written (its shutdown must not empty the journal).
     fn detach(&self);

@@ -5,6 +5,7 @@
 mod actor;
 pub mod consumer;
 pub mod deadletter;
+mod home_tasks;
 pub mod journal;
 mod ready;
 pub mod remote;
@@ -17,6 +18,7 @@ use crate::policy::Applied;
 use crate::store::{RecoveredQueue, Store};
 use amq_protocol::types::FieldTable;
 use consumer::ConsumerSpec;
+use std::sync::atomic::Ordering;
 use std::sync::{Arc, Weak};
 use tokio::sync::{mpsc, oneshot};
 
@@ -83,6 +85,12 @@ pub struct QueueShared {
     pub home: Option<Arc<str>>,
     /// Where a replicated queue led here records its messages (instead of the store).
     pub journal: Option<Arc<dyn journal::Journal>>,
+    /// Acks and rejects of another node's queue that its home did not take (unreachable, or
+    /// for deliveries its task no longer holds): a sync after one answers false.
+    lost_settlements: std::sync::atomic::AtomicU64,
+    /// Tells this task of the queue from another (a replicated queue's task is started
+    /// afresh after a failover): other nodes' acks name the task that made the deliveries.
+    pub instance: u64,
 }
 
 /// Messages at least this large count against `MAILBOX_BYTES` (smaller ones are bounded well
@@ -194,6 +202,8 @@ pub(crate) enum QueueCmd {
     /// Answered once the settlements sent before it are committed where the queue keeps
     /// them (true), or could not be (false): a closing channel waits for its acks.
     Sync(oneshot::Sender<bool>),
+    /// A replicated queue's delivered mark was written (committed or not).
+    Reserved(u64, bool),
     Touch,
     Sample,
     Policy(Arc<crate::args::QueueArgs>),
@@ -251,6 +261,8 @@ impl QueueShared {
             deleted: Default::default(),
             home: None,
             journal: None,
+            lost_settlements: Default::default(),
+            instance: rand::random(),
         });
         actor::start(q.clone(), host, rx, Vec::new(), None, Vec::new());
         q
@@ -288,6 +300,8 @@ impl QueueShared {
             deleted: Default::default(),
             home: None,
             journal: Some(journal),
+            lost_settlements: Default::default(),
+            instance: rand::random(),
         });
         actor::start(
             q.clone(),
@@ -329,6 +343,8 @@ impl QueueShared {
             deleted: Default::default(),
             home: Some(home.node.into()),
             journal: None,
+            lost_settlements: Default::default(),
+            instance: rand::random(),
         });
         remote::start(q.clone(), home.link, rx);
         q
@@ -358,6 +374,8 @@ impl QueueShared {
             deleted: Default::default(),
             home: None,
             journal: None,
+            lost_settlements: Default::default(),
+            instance: rand::random(),
         });
         actor::start(q.clone(), host, rx, r.messages, r.delivered, Vec::new());
         q
@@ -375,8 +393,7 @@ impl QueueShared {
     /// limits at once.
     pub async fn set_applied(&self, applied: Applied) {
         let args = applied.args.clone();
-        self.may_reject
-            .store(args.may_reject(), std::sync::atomic::Ordering::Relaxed);
+        self.may_reject.store(args.may_reject(), Ordering::Relaxed);
         match self.applied.write() {
             Ok(mut a) => *a = Arc::new(applied),
             Err(poisoned) => *poisoned.into_inner() = Arc::new(applied),
@@ -386,13 +403,12 @@ impl QueueShared {
 
     /// Marks the queue deleted.
     pub fn mark_deleted(&self) {
-        self.deleted
-            .store(true, std::sync::atomic::Ordering::Release);
+        self.deleted.store(true, Ordering::Release);
     }
 
     /// Whether it was deleted (a cached handle must be looked up again).
     pub fn is_deleted(&self) -> bool {
-        self.deleted.load(std::sync::atomic::Ordering::Acquire)
+        self.deleted.load(Ordering::Acquire)
     }
 
     /// `'q' in vhost '/'`, as RabbitMQ's texts name a queue.
@@ -431,7 +447,7 @@ impl QueueShared {
     /// Whether a confirm for a publish to this queue must wait for the queue (stored, or
     /// possibly refused by a length limit; a remote queue's is always its home node's).
     pub fn confirms_later(&self, msg: &Message) -> bool {
-        self.persists(msg) || self.may_reject.load(std::sync::atomic::Ordering::Relaxed)
+        self.persists(msg) || self.may_reject.load(Ordering::Relaxed)
     }
 
     /// Whether a message published to this queue is written to the store (or, for a
@@ -444,7 +460,6 @@ impl QueueShared {
     /// Enqueues a message; the token (if any) completes once the message is stored.
     /// False when the queue is gone.
     pub async fn publish(&self, msg: Arc<Message>, token: Option<ConfirmToken>) -> bool {
-        use std::sync::atomic::Ordering;
         let size = msg.body_len() as u64;
         if size >= LARGE_MESSAGE {
             let f = &self.inflight;
@@ -467,16 +482,14 @@ impl QueueShared {
         let size = msg.body_len() as u64;
         if size >= LARGE_MESSAGE {
             let f = &self.inflight;
-            f.bytes.fetch_sub(size, std::sync::atomic::Ordering::AcqRel);
+            f.bytes.fetch_sub(size, Ordering::AcqRel);
             f.room.notify_waiters();
         }
     }
 
     /// The task ended: publishers waiting for room stop waiting.
     fn closed(&self) {
-        self.inflight
-            .closed
-            .store(true, std::sync::atomic::Ordering::Release);
+        self.inflight.closed.store(true, Ordering::Release);
         self.inflight.room.notify_waiters();
     }
 
@@ -485,12 +498,30 @@ impl QueueShared {
         let _ = self.ask(QueueCmd::Flush).await;
     }
 
-    /// Whether the acks sent to this queue before are committed (for a replicated queue: on a
-    /// majority of its members; for another node's queue: there). Asked after the acks, on
+    /// Whether the acks sent to this queue since [`QueueShared::settle_mark`] answered `mark`
+    /// are committed (for a replicated queue: on a majority of its members; for another
+    /// node's queue: there, and none of them was lost on the way). Asked after the acks, on
     /// the same (consumer) mailbox, so it is answered after them.
-    pub async fn sync(&self) -> bool {
+    pub async fn sync(&self, mark: u64) -> bool {
         let (tx, rx) = oneshot::channel();
-        self.control(QueueCmd::Sync(tx)) && rx.await.unwrap_or(false)
+        self.control(QueueCmd::Sync(tx))
+            && rx.await.unwrap_or(false)
+            && self.lost_settlements.load(Ordering::Acquire) == mark
+    }
+
+    /// Tells the task that the delivered mark `mark` was written (`committed` or not).
+    pub(crate) fn reserved(&self, mark: u64, committed: bool) {
+        self.control(QueueCmd::Reserved(mark, committed));
+    }
+
+    /// Taken before the first ack a later [`QueueShared::sync`] answers for.
+    pub fn settle_mark(&self) -> u64 {
+        self.lost_settlements.load(Ordering::Acquire)
+    }
+
+    /// An ack or reject sent to this (remote) queue's home was not taken there.
+    pub(crate) fn settlement_lost(&self) {
+        self.lost_settlements.fetch_add(1, Ordering::AcqRel);
     }
 
     /// Whether a channel closing after acks to this queue waits for [`QueueShared::sync`]:

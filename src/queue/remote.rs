@@ -47,6 +47,8 @@ const PUBLISH_BATCH: usize = 512;
 const WATCH_EVERY: std::time::Duration = std::time::Duration::from_secs(1);
 /// Checks in a row the home node may miss before the consumers here are cancelled.
 const WATCH_MISSES: u32 = 2;
+/// How long deliveries to give back are sent again while the home node does not answer.
+const GIVE_BACK_FOR: std::time::Duration = std::time::Duration::from_secs(60);
 
 /// A message as it travels between nodes: where it was published, its raw properties and
 /// body.
@@ -140,8 +142,10 @@ pub enum RemoteOp {
     Cancel(u64),
     /// The queue was used (redeclared) on the asking node: its `x-expires` starts again.
     Touch,
-    /// Answered `Done` once the settlements the asking node sent before are committed.
-    Sync,
+    /// Answered `Done` once the settlements the asking node sent before are committed, by
+    /// the home task they went to (this [`QueueShared::instance`]; refused when that task
+    /// has been replaced since: what it took may not have been written).
+    Sync(u64),
 }
 
 /// Counters of a remote queue (the management API's subset).
@@ -198,6 +202,8 @@ pub struct RemoteGot {
     pub redelivered: bool,
     /// Ready messages left.
     pub remaining: u32,
+    /// The home task that handed it out ([`QueueShared::instance`]).
+    pub instance: u64,
 }
 
 /// One delivery from the home node to a consumer here.
@@ -209,6 +215,8 @@ pub struct RemoteDelivery {
     pub redelivered: bool,
     /// The message.
     pub msg: WireMessage,
+    /// The home task that made it ([`QueueShared::instance`]).
+    pub instance: u64,
 }
 
 /// The home node's answer to a [`RemoteOp`].
@@ -301,6 +309,10 @@ struct Proxy {
     link: Arc<dyn RemoteLink>,
     /// Consumers here, by id.
     consumers: HashMap<u64, ConsumerSpec>,
+    /// The home tasks deliveries came from (their numbers here name them).
+    tasks: super::home_tasks::HomeTasks,
+    /// The home task the last ack or drop was sent to, which a sync asks.
+    settled_to: Option<u64>,
 }
 
 /// Starts the task of the remote queue `q`.
@@ -309,6 +321,8 @@ pub(super) fn start(q: QueueRef, link: Arc<dyn RemoteLink>, rx: super::actor::Ma
         q,
         link,
         consumers: HashMap::new(),
+        tasks: Default::default(),
+        settled_to: None,
     };
     tokio::spawn(proxy.run(rx));
 }
@@ -385,6 +399,37 @@ impl Proxy {
         }
     }
 
+    /// Returns deliveries (numbered here) home: at once, and again from a task of its own
+    /// while the home node does not answer. Those of a home task that is gone are not: its
+    /// successor has them already.
+    async fn give_back(&self, local: Vec<u64>) {
+        let (seqs, _) = self.tasks.newest(local);
+        if seqs.is_empty() {
+            return;
+        }
+        let op = RemoteOp::Requeue(seqs.clone());
+        if self.link.call(&self.q, op).await.is_err() {
+            tokio::spawn(give_back(self.link.clone(), self.q.clone(), seqs));
+        }
+    }
+
+    /// Sends an ack or a drop of deliveries (numbered here) home; one that is not taken
+    /// there, or was for a home task that is gone, is counted, so the sync of the channel
+    /// that made it answers false. So are those sent to an earlier task than this one's:
+    /// a sync can no longer ask it.
+    async fn settle(&mut self, local: Vec<u64>, op: fn(Vec<u64>) -> RemoteOp) {
+        let (seqs, gone) = self.tasks.newest(local);
+        let to = self.tasks.newest_task();
+        let moved = self.settled_to.is_some_and(|t| Some(t) != to);
+        if to.is_some() {
+            self.settled_to = to;
+        }
+        let taken = seqs.is_empty() || matches!(self.call(op(seqs)).await, Ok(RemoteReply::Done));
+        if gone > 0 || !taken || moved {
+            self.q.settlement_lost();
+        }
+    }
+
     async fn publish(&self, batch: Vec<(Arc<Message>, Option<crate::confirm::ConfirmToken>)>) {
         let wire = batch
             .iter()
@@ -436,18 +481,10 @@ impl Proxy {
                     let _ = self.call(RemoteOp::Cancel(id)).await;
                 }
             }
-            QueueCmd::Ack(seqs) => {
-                let _ = self.call(RemoteOp::Ack(seqs)).await;
-            }
-            QueueCmd::Requeue(seqs) => {
-                let _ = self.call(RemoteOp::Requeue(seqs)).await;
-            }
-            QueueCmd::Discard(seqs) => {
-                let _ = self.call(RemoteOp::Discard(seqs)).await;
-            }
-            QueueCmd::Undelivered(seq, _, _) => {
-                let _ = self.call(RemoteOp::Requeue(vec![seq])).await;
-            }
+            QueueCmd::Ack(seqs) => self.settle(seqs, RemoteOp::Ack).await,
+            QueueCmd::Requeue(seqs) => self.give_back(seqs).await,
+            QueueCmd::Discard(seqs) => self.settle(seqs, RemoteOp::Discard).await,
+            QueueCmd::Undelivered(seq, _, _) => self.give_back(vec![seq]).await,
             QueueCmd::RemoteDeliveries(consumer, items) => self.deliver(consumer, items),
             QueueCmd::RemoteCancelled(consumer) => {
                 if let Some(spec) = self.consumers.remove(&consumer) {
@@ -468,7 +505,7 @@ impl Proxy {
             QueueCmd::Get(no_ack, reply) => {
                 let got = match self.call(RemoteOp::Get { no_ack }).await {
                     Ok(RemoteReply::Got(Some(g))) => g.msg.message().map(|msg| GetResult {
-                        seq: g.seq,
+                        seq: self.tasks.local(g.instance, g.seq),
                         msg: Arc::new(msg),
                         redelivered: g.redelivered,
                         remaining: g.remaining,
@@ -516,7 +553,13 @@ impl Proxy {
                 let _ = reply.send(());
             }
             QueueCmd::Sync(reply) => {
-                let synced = matches!(self.call(RemoteOp::Sync).await, Ok(RemoteReply::Done));
+                let synced = match self.settled_to {
+                    Some(task) => {
+                        matches!(self.call(RemoteOp::Sync(task)).await, Ok(RemoteReply::Done))
+                    }
+                    // Nothing was sent home (what was settled here was counted lost).
+                    None => true,
+                };
                 let _ = reply.send(synced);
             }
             QueueCmd::Shutdown => return false,
@@ -527,7 +570,7 @@ impl Proxy {
                     let _ = link.call(&q, RemoteOp::Touch).await;
                 });
             }
-            QueueCmd::Sample | QueueCmd::Policy(_) | QueueCmd::Kick => {}
+            QueueCmd::Sample | QueueCmd::Policy(_) | QueueCmd::Kick | QueueCmd::Reserved(..) => {}
         }
         true
     }
@@ -541,11 +584,12 @@ impl Proxy {
             let (link, q) = (self.link.clone(), self.q.clone());
             tokio::spawn(async move {
                 let _ = link.call(&q, RemoteOp::Cancel(consumer)).await;
-                link.call(&q, RemoteOp::Requeue(seqs)).await
+                give_back(link, q, seqs).await
             });
             return;
         };
         for d in items {
+            let seq = self.tasks.local(d.instance, d.seq);
             let Some(msg) = d.msg.message() else {
                 continue;
             };
@@ -558,13 +602,31 @@ impl Proxy {
                 tag: spec.tag.clone(),
                 consumer: spec.id,
                 queue: self.q.clone(),
-                seq: d.seq,
+                seq,
                 redelivered: d.redelivered,
                 msg: Arc::new(msg),
                 no_ack: spec.no_ack,
                 pending: spec.pending.clone(),
             }));
         }
+    }
+}
+
+/// Sends deliveries back to the home node of `q`, trying again while it does not answer (for
+/// [`GIVE_BACK_FOR`]): one lost on the way would stay held there, for a consumer that is
+/// gone, as long as this node answers.
+async fn give_back(link: Arc<dyn RemoteLink>, q: QueueRef, seqs: Vec<u64>) {
+    let until = tokio::time::Instant::now() + GIVE_BACK_FOR;
+    while link
+        .call(&q, RemoteOp::Requeue(seqs.clone()))
+        .await
+        .is_err()
+    {
+        if tokio::time::Instant::now() >= until {
+            tracing::warn!(queue = %q.name, vhost = %q.vhost, n = seqs.len(), "deliveries could not be given back to the queue's node");
+            return;
+        }
+        tokio::time::sleep(WATCH_EVERY).await;
     }
 }
 

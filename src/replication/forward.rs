@@ -5,46 +5,35 @@
 //! encoding.
 //!
 //! A consumer on another node is registered at home as an ordinary consumer whose connection
-//! is a forwarding task: it batches what the queue delivers, sends it to the consumer's node,
+//! is a forwarding task (`outbound`): it batches what the queue delivers, sends it to the consumer's node,
 //! and gives the queue its delivery window back once the batch is there. If that node stops
 //! answering, the batch is requeued and the consumer cancelled.
 
-use super::unavailable;
-use super::wire::{App, Origin};
+use super::wire::{origin_alive, send, App, Origin, PING_TIMEOUT};
 use crate::broker::Broker;
 use crate::cluster::codec;
 use crate::cluster::node::AppHandler;
 use crate::cluster::{Current, MetaNode};
 use crate::confirm::ConfirmToken;
 use crate::error::{code, CoreError, CoreResult, Kind};
-use crate::queue::consumer::{ChannelLimiter, ConsumerEvent, ConsumerSpec, Delivery};
+use crate::queue::consumer::{ChannelLimiter, ConsumerSpec};
 use crate::queue::remote::{
-    LinkFuture, RemoteConsumer, RemoteDelivery, RemoteGot, RemoteInfo, RemoteLink, RemoteOp,
-    RemoteReply, WireMessage, REMOTE_CONNECTION,
+    LinkFuture, RemoteConsumer, RemoteGot, RemoteInfo, RemoteLink, RemoteOp, RemoteReply,
+    WireMessage, REMOTE_CONNECTION,
 };
 use crate::queue::{QueueRef, QueueShared};
 use crate::vhost::VHost;
 use dashmap::DashMap;
-use std::collections::BTreeSet;
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::atomic::{AtomicU32, Ordering};
-use std::sync::{Arc, Mutex, Weak};
+use std::sync::atomic::AtomicU32;
+use std::sync::{Arc, Weak};
 use std::time::Duration;
 use tokio::sync::mpsc;
 
-/// How long a forwarded operation may take (a home node's delete waits for the group).
-const CALL_TIMEOUT: Duration = Duration::from_secs(15);
 /// How long a node's view may take to arrive (a member that does not answer is left out).
 const VIEW_TIMEOUT: Duration = Duration::from_secs(1);
-/// Deliveries sent to a consumer's node in one request at most.
-const DELIVERY_BATCH: usize = 256;
-/// How long a node checking that another is up waits for its answer.
-const PING_TIMEOUT: Duration = Duration::from_millis(500);
-/// How often a remote consumer's forwarding task checks that the consumer's node answers.
-const WATCH_EVERY: Duration = Duration::from_secs(1);
-/// Checks in a row that node may miss before its deliveries are requeued.
-const WATCH_MISSES: u32 = 2;
+use super::outbound::{Outbound, Outstanding, WATCH_EVERY, WATCH_MISSES};
 
 /// What answers another node's notice about its exclusive queues: given this node's broker,
 /// the sender's name and the notice's bytes, the answer's bytes.
@@ -57,15 +46,6 @@ fn failed(e: &CoreError) -> RemoteReply {
         other => other.to_string(),
     };
     RemoteReply::Failed(e.reply_code(), text)
-}
-
-async fn send(node: &MetaNode, to: &str, app: &App) -> Result<RemoteReply, CoreError> {
-    let bytes = codec::encode(app).map_err(|e| CoreError::Internal(e.to_string()))?;
-    let answer = node
-        .call_app(to, bytes, CALL_TIMEOUT)
-        .await
-        .map_err(unavailable)?;
-    codec::decode(&answer).map_err(|e| CoreError::Internal(e.to_string()))
 }
 
 /// Carries a remote queue's operations to its home node, through the node's membership of
@@ -192,19 +172,6 @@ async fn answers(node: &MetaNode, name: &str) -> bool {
     }
 }
 
-/// Whether `origin`'s node answers in its run `origin.incarnation` (a restarted node
-/// answers, but its consumers and what they held are gone).
-async fn origin_alive(node: &MetaNode, origin: &Origin) -> bool {
-    let app = App::Alive(origin.incarnation);
-    matches!(
-        tokio::time::timeout(PING_TIMEOUT, send(node, &origin.node, &app)).await,
-        Ok(Ok(RemoteReply::Done))
-    )
-}
-
-/// Deliveries a queue here made to another node's consumers and that node has not settled.
-type Outstanding = Arc<Mutex<BTreeSet<u64>>>;
-
 /// What answers other nodes' queue requests here.
 struct Forwarder {
     broker: Weak<Broker>,
@@ -212,8 +179,9 @@ struct Forwarder {
     incarnation: u64,
     /// Consumers of other nodes on queues here: (their node, their id) -> (queue, id here).
     consumers: DashMap<(Origin, u64), (QueueRef, u64)>,
-    /// What each other node holds unsettled, by (node, vhost, queue): requeued if it goes.
-    outstanding: DashMap<(Origin, String, String), Outstanding>,
+    /// What each other node holds unsettled, by (node, vhost, queue), and the queue task
+    /// that handed it out: requeued if the node goes.
+    outstanding: DashMap<(Origin, String, String), (Weak<QueueShared>, Outstanding)>,
     /// The keys of `outstanding` whose basic.get results a watch task looks after (a
     /// consumer's forwarding task watches its own node; a node that only got messages has
     /// this one).
@@ -221,21 +189,34 @@ struct Forwarder {
 }
 
 impl Forwarder {
-    fn outstanding(&self, origin: &Origin, q: &QueueShared) -> Outstanding {
+    /// What `origin` holds unsettled of `q`: started afresh when `q` is another task than the
+    /// one that handed out what was held (the queue was replaced, as a quorum queue's task
+    /// is when it is rebuilt from its group).
+    fn outstanding(&self, origin: &Origin, q: &QueueRef) -> Outstanding {
         let key = (origin.clone(), q.vhost.clone(), q.name.clone());
-        self.outstanding.entry(key).or_default().clone()
+        let mut entry = self.outstanding.entry(key).or_default();
+        if !std::ptr::eq(entry.0.as_ptr(), Arc::as_ptr(q)) {
+            *entry = (Arc::downgrade(q), Outstanding::default());
+        }
+        entry.1.clone()
     }
 
-    /// `origin` settled these deliveries of `q`.
-    fn settled(&self, origin: &Origin, q: &QueueShared, seqs: &[u64]) {
+    /// `origin` settled these deliveries of `q`: those this task of `q` handed it out and it
+    /// still held, and whether that was all of them (a settlement of a delivery the task
+    /// took back, or that another task made, is not carried out).
+    fn settled(&self, origin: &Origin, q: &QueueRef, seqs: Vec<u64>) -> (Vec<u64>, bool) {
         let key = (origin.clone(), q.vhost.clone(), q.name.clone());
-        if let Some(set) = self.outstanding.get(&key) {
-            if let Ok(mut set) = set.lock() {
-                for s in seqs {
-                    set.remove(s);
-                }
-            }
-        }
+        let held = match self.outstanding.get(&key) {
+            Some(e) if std::ptr::eq(e.0.as_ptr(), Arc::as_ptr(q)) => e.1.clone(),
+            _ => return (Vec::new(), seqs.is_empty()),
+        };
+        let Ok(mut set) = held.lock() else {
+            return (Vec::new(), false);
+        };
+        let total = seqs.len();
+        let mine: Vec<u64> = seqs.into_iter().filter(|s| set.remove(s)).collect();
+        let all = mine.len() == total;
+        (mine, all)
     }
 }
 
@@ -269,6 +250,18 @@ pub fn handler(b: &Arc<Broker>, notices: NoticeHandler) -> AppHandler {
             codec::encode(&reply).unwrap_or_default()
         })
     })
+}
+
+/// The answer to a forwarded ack or drop: refused when some of it was for deliveries the
+/// queue's task no longer held for that node (requeued, or made by a task since replaced).
+fn settled_all(all: bool) -> RemoteReply {
+    match all {
+        true => RemoteReply::Done,
+        false => RemoteReply::Failed(
+            code::PRECONDITION_FAILED,
+            "PRECONDITION_FAILED - deliveries no longer held".into(),
+        ),
+    }
 }
 
 /// How a forwarded publish's confirm is to be answered.
@@ -425,6 +418,7 @@ impl Forwarder {
                     self.hold_got(b, &origin, &q, g.seq);
                 }
                 RemoteReply::Got(got.map(|g| RemoteGot {
+                    instance: q.instance,
                     seq: g.seq,
                     msg: WireMessage::of(&g.msg),
                     redelivered: g.redelivered,
@@ -432,19 +426,25 @@ impl Forwarder {
                 }))
             }
             RemoteOp::Ack(seqs) => {
-                self.settled(&origin, &q, &seqs);
-                q.ack(seqs).await;
-                RemoteReply::Done
+                let (mine, all) = self.settled(&origin, &q, seqs);
+                if !mine.is_empty() {
+                    q.ack(mine).await;
+                }
+                settled_all(all)
             }
             RemoteOp::Requeue(seqs) => {
-                self.settled(&origin, &q, &seqs);
-                q.requeue(seqs).await;
+                let (mine, _) = self.settled(&origin, &q, seqs);
+                if !mine.is_empty() {
+                    q.requeue(mine).await;
+                }
                 RemoteReply::Done
             }
             RemoteOp::Discard(seqs) => {
-                self.settled(&origin, &q, &seqs);
-                q.discard(seqs).await;
-                RemoteReply::Done
+                let (mine, all) = self.settled(&origin, &q, seqs);
+                if !mine.is_empty() {
+                    q.discard(mine).await;
+                }
+                settled_all(all)
             }
             RemoteOp::Purge => RemoteReply::Count(q.purge().await?),
             RemoteOp::Delete {
@@ -459,7 +459,7 @@ impl Forwarder {
                 q.touch();
                 RemoteReply::Done
             }
-            RemoteOp::Sync => match q.sync().await {
+            RemoteOp::Sync(task) => match task == q.instance && q.sync(q.settle_mark()).await {
                 true => RemoteReply::Done,
                 false => RemoteReply::Failed(
                     541,
@@ -571,158 +571,6 @@ impl Forwarder {
             forwarder.consumers.remove(&key);
         });
         Ok(())
-    }
-}
-
-/// The forwarding task of one remote consumer.
-struct Outbound {
-    node: Arc<MetaNode>,
-    origin: Origin,
-    /// The consumer's id on its node, and here.
-    consumer: u64,
-    here: u64,
-    q: QueueRef,
-    pending: Arc<AtomicU32>,
-    /// What the consumer's node holds unsettled of this queue (None: no-ack consumer).
-    outstanding: Option<Outstanding>,
-}
-
-impl Outbound {
-    async fn run(self, mut events: mpsc::UnboundedReceiver<ConsumerEvent>) {
-        let mut next = None;
-        let mut watch = tokio::time::interval(WATCH_EVERY);
-        watch.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
-        let mut missed = 0;
-        loop {
-            let event = match next.take() {
-                Some(e) => e,
-                None => tokio::select! {
-                    e = events.recv() => match e {
-                        Some(e) => e,
-                        None => return,
-                    },
-                    _ = watch.tick(), if self.holds_any() => {
-                        missed = if self.origin_alive().await { 0 } else { missed + 1 };
-                        if missed >= WATCH_MISSES {
-                            self.origin_lost().await;
-                            return;
-                        }
-                        continue;
-                    }
-                },
-            };
-            match event {
-                ConsumerEvent::Deliver(d) => {
-                    let mut batch = vec![d];
-                    while batch.len() < DELIVERY_BATCH {
-                        match events.try_recv() {
-                            Ok(ConsumerEvent::Deliver(d)) => batch.push(d),
-                            Ok(other) => {
-                                next = Some(other);
-                                break;
-                            }
-                            Err(_) => break,
-                        }
-                    }
-                    if !self.forward(batch).await {
-                        self.origin_lost().await;
-                        return;
-                    }
-                }
-                ConsumerEvent::Cancelled { .. } => {
-                    let app = App::Cancelled {
-                        vhost: self.q.vhost.clone(),
-                        queue: self.q.name.clone(),
-                        consumer: self.consumer,
-                        incarnation: self.origin.incarnation,
-                    };
-                    let _ = send(&self.node, &self.origin.node, &app).await;
-                    return;
-                }
-                ConsumerEvent::TimedOut { timeout, .. } => {
-                    // The consumer's node closes the channel; its cancel and the requeue of
-                    // what the channel held come back here as for any channel close.
-                    let app = App::TimedOut {
-                        vhost: self.q.vhost.clone(),
-                        queue: self.q.name.clone(),
-                        consumer: self.consumer,
-                        incarnation: self.origin.incarnation,
-                        timeout,
-                    };
-                    let _ = send(&self.node, &self.origin.node, &app).await;
-                }
-                _ => {}
-            }
-        }
-    }
-
-    /// Whether the consumer's node answers in the run the consumer belongs to (a restarted
-    /// node answers, but its consumers and what they held are gone).
-    async fn origin_alive(&self) -> bool {
-        origin_alive(&self.node, &self.origin).await
-    }
-
-    /// Whether the consumer's node holds deliveries of this queue unsettled.
-    fn holds_any(&self) -> bool {
-        self.outstanding
-            .as_ref()
-            .is_some_and(|s| s.lock().is_ok_and(|s| !s.is_empty()))
-    }
-
-    /// The consumer's node stopped answering: the consumer goes, and what that node held
-    /// unsettled of this queue is requeued (its channels went with it).
-    async fn origin_lost(&self) {
-        self.q.cancel(self.here).await;
-        let held: Vec<u64> = match &self.outstanding {
-            Some(set) => set
-                .lock()
-                .map(|mut s| std::mem::take(&mut *s).into_iter().collect())
-                .unwrap_or_default(),
-            None => Vec::new(),
-        };
-        if !held.is_empty() {
-            self.q.requeue(held).await;
-        }
-    }
-
-    /// Sends deliveries to the consumer's node; false (and they are requeued) when it does
-    /// not take them.
-    async fn forward(&self, batch: Vec<Delivery>) -> bool {
-        let n = u32::try_from(batch.len()).unwrap_or(u32::MAX);
-        let seqs: Vec<u64> = batch.iter().map(|d| d.seq).collect();
-        let items = batch
-            .iter()
-            .map(|d| RemoteDelivery {
-                seq: d.seq,
-                redelivered: d.redelivered,
-                msg: WireMessage::of(&d.msg),
-            })
-            .collect();
-        if let Some(Ok(mut set)) = self.outstanding.as_ref().map(|s| s.lock()) {
-            set.extend(&seqs);
-        }
-        let app = App::Deliveries {
-            vhost: self.q.vhost.clone(),
-            queue: self.q.name.clone(),
-            consumer: self.consumer,
-            incarnation: self.origin.incarnation,
-            items,
-        };
-        let taken = matches!(
-            send(&self.node, &self.origin.node, &app).await,
-            Ok(RemoteReply::Done)
-        );
-        self.pending.fetch_sub(n, Ordering::AcqRel);
-        if !taken {
-            if let Some(Ok(mut set)) = self.outstanding.as_ref().map(|s| s.lock()) {
-                for s in &seqs {
-                    set.remove(s);
-                }
-            }
-            self.q.requeue(seqs).await;
-        }
-        self.q.kick();
-        taken
     }
 }
 

@@ -22,6 +22,7 @@ mod exchanges;
 mod exclusive;
 mod forward;
 mod membership;
+mod outbound;
 mod publish;
 mod queue_record;
 mod queues;

@@ -44,6 +44,9 @@ pub(super) struct GroupJournal(Arc<Inner>);
 struct Inner {
     group: u64,
     node: Weak<MetaNode>,
+    /// The group's leadership term the task writing here was started for (0: not tied yet,
+    /// a queue just declared).
+    term: std::sync::atomic::AtomicU64,
     pending: Mutex<Pending>,
 }
 
@@ -66,10 +69,11 @@ impl std::fmt::Debug for GroupJournal {
 }
 
 impl GroupJournal {
-    fn new(group: u64, node: &Arc<MetaNode>) -> GroupJournal {
+    fn new(group: u64, node: &Arc<MetaNode>, term: u64) -> GroupJournal {
         GroupJournal(Arc::new(Inner {
             group,
             node: Arc::downgrade(node),
+            term: term.into(),
             pending: Mutex::new(Pending::default()),
         }))
     }
@@ -121,7 +125,11 @@ async fn flush(inner: Arc<Inner>) {
             Some(node) => {
                 let r = node
                     .groups()
-                    .write_here(inner.group, GroupCommand::Batch(cmds))
+                    .write_here(
+                        inner.group,
+                        inner.term.load(std::sync::atomic::Ordering::Acquire),
+                        GroupCommand::Batch(cmds),
+                    )
                     .await;
                 if let Err(e) = &r {
                     tracing::warn!(group = inner.group, error = %e, "a quorum queue write failed; its task starts again from the group");
@@ -205,6 +213,22 @@ impl Journal for GroupJournal {
 
     fn broken(&self) -> bool {
         self.0.pending.lock().map_or(true, |p| p.broken)
+    }
+
+    fn lead(&self, term: u64) -> bool {
+        use std::sync::atomic::Ordering;
+        let tied = match self
+            .0
+            .term
+            .compare_exchange(0, term, Ordering::AcqRel, Ordering::Acquire)
+        {
+            Ok(_) => true,
+            Err(was) => was == term,
+        };
+        if !tied {
+            self.detach();
+        }
+        tied && !self.broken()
     }
 
     fn returned(&self, seq: u64, msg: &Arc<Message>, returns: u32) {
@@ -298,7 +322,9 @@ pub(super) fn apply(b: &Broker, v: &Arc<VHost>, name: &str, value: &[u8]) -> boo
     if def.node == me {
         if fresh {
             // Just declared here: an empty queue, led here once the group elects this node.
-            install_led(b, v, name, &def, &node, group, Journaled::default());
+            // Tied to a term when the group first elects this node (`take_over`).
+            let journal = GroupJournal::new(group, &node, 0);
+            install_led(b, v, name, &def, journal, Journaled::default());
         }
         // Otherwise (a restart) the queue starts once the group has a leader here
         // (`leading_hook`), or its node is rewritten by the member that leads.
@@ -325,18 +351,17 @@ pub(super) fn apply(b: &Broker, v: &Arc<VHost>, name: &str, value: &[u8]) -> boo
     true
 }
 
-/// Starts the queue's task here from `from`, with the group as its journal, and binds it as
-/// the tree says.
+/// Starts the queue's task here from `from`, with its group's `journal`, and binds it as the
+/// tree says.
 fn install_led(
     b: &Broker,
     v: &Arc<VHost>,
     name: &str,
     def: &QueueDef,
-    node: &Arc<MetaNode>,
-    group: u64,
+    journal: GroupJournal,
     from: Journaled,
 ) {
-    let journal = Arc::new(GroupJournal::new(group, node));
+    let journal = Arc::new(journal);
     v.install_journaled(
         name,
         def.durable,
@@ -393,9 +418,11 @@ async fn take_over(b: Arc<Broker>, group: u64) -> bool {
     let (Some(v), Some(def)) = (b.vhost(&vhost), decode_queue(&value)) else {
         return true;
     };
+    let term = node.groups().metrics(group).map_or(0, |m| m.current_term);
+    // A task started in an earlier term is not kept: another leader may have written since.
     let led_here = v
         .queue(&name)
-        .is_ok_and(|q| q.journal.as_ref().is_some_and(|j| !j.broken()));
+        .is_ok_and(|q| q.journal.as_ref().is_some_and(|j| j.lead(term)));
     if led_here && def.node == node.name() {
         return true;
     }
@@ -412,7 +439,8 @@ async fn take_over(b: Arc<Broker>, group: u64) -> bool {
             }
         };
         tracing::info!(queue = %name, vhost = %vhost, messages = from.messages.len(), "this node leads the quorum queue now");
-        install_led(&b, &v, &name, &def, &node, group, from);
+        let journal = GroupJournal::new(group, &node, term);
+        install_led(&b, &v, &name, &def, journal, from);
     }
     if def.node == node.name() {
         return true;

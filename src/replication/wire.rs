@@ -3,10 +3,17 @@
 //! queue's home node ([`super::forward`]), views, exclusive-queue notices, connection closes
 //! and `warren ctl -n` requests ([`super::cli`]).
 
-use crate::cluster::codec;
+use super::unavailable;
+use crate::cluster::{codec, MetaNode};
 use crate::error::CoreError;
-use crate::queue::remote::{RemoteDelivery, RemoteOp};
+use crate::queue::remote::{RemoteDelivery, RemoteOp, RemoteReply};
 use serde::{Deserialize, Serialize};
+use std::time::Duration;
+
+/// How long a forwarded operation may take (a home node's delete waits for the group).
+const CALL_TIMEOUT: Duration = Duration::from_secs(15);
+/// How long a node checking that another is up waits for its answer.
+pub(super) const PING_TIMEOUT: Duration = Duration::from_millis(500);
 
 /// A node, as one run of it: its consumers and what they hold belong to that run.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -89,4 +96,25 @@ pub(super) fn exclusive_request(from: &str, notice: Vec<u8>) -> Result<Vec<u8>, 
         notice,
     };
     codec::encode(&app).map_err(|e| CoreError::Internal(e.to_string()))
+}
+
+/// Sends `app` to node `to` and decodes its answer; unavailable when the node does not
+/// answer within [`CALL_TIMEOUT`].
+pub(super) async fn send(node: &MetaNode, to: &str, app: &App) -> Result<RemoteReply, CoreError> {
+    let bytes = codec::encode(app).map_err(|e| CoreError::Internal(e.to_string()))?;
+    let answer = node
+        .call_app(to, bytes, CALL_TIMEOUT)
+        .await
+        .map_err(unavailable)?;
+    codec::decode(&answer).map_err(|e| CoreError::Internal(e.to_string()))
+}
+
+/// Whether `origin`'s node answers in its run `origin.incarnation` (a restarted node
+/// answers, but its consumers and what they held are gone).
+pub(super) async fn origin_alive(node: &MetaNode, origin: &Origin) -> bool {
+    let app = App::Alive(origin.incarnation);
+    matches!(
+        tokio::time::timeout(PING_TIMEOUT, send(node, &origin.node, &app)).await,
+        Ok(Ok(RemoteReply::Done))
+    )
 }

@@ -36,6 +36,35 @@ pub struct State {
     /// For each acked body, when the first `close-ok` after its ack arrived: the ack was
     /// processed by then.
     pub processed: HashMap<String, Instant>,
+    /// The node (index) each consumer stream's connection went to.
+    pub streams: HashMap<u64, usize>,
+    /// When each confirmed body's confirm came, and through which node (index).
+    pub confirm_times: HashMap<String, (Instant, usize)>,
+}
+
+impl State {
+    /// What happened to `body`, for a report: its deliveries (time since `start`, stream,
+    /// node, flag) and when its ack was processed.
+    pub fn trace(&self, body: &str, start: Instant) -> String {
+        let at = |t: Instant| t.saturating_duration_since(start).as_millis();
+        let mut out = format!("{body}:");
+        if let Some((t, node)) = self.confirm_times.get(body) {
+            out += &format!(" confirmed {}ms through node {node};", at(*t));
+        }
+        for d in self.deliveries.iter().filter(|d| d.body == body) {
+            let node = self.streams.get(&d.stream).copied();
+            out += &format!(
+                " delivered {}ms on stream {} (node {node:?}, redelivered {});",
+                at(d.at),
+                d.stream,
+                d.redelivered
+            );
+        }
+        if let Some(t) = self.processed.get(body) {
+            out += &format!(" ack processed {}ms", at(*t));
+        }
+        out
+    }
 }
 
 impl History {

@@ -30,8 +30,13 @@ const SESSION: usize = 100;
 pub struct Nodes(pub Arc<Vec<u16>>);
 
 impl Nodes {
+    /// The index of the node the next connection for `turn` goes to.
+    fn node(&self, turn: usize) -> usize {
+        turn % self.0.len()
+    }
+
     async fn connect(&self, turn: &mut usize) -> Option<Connection> {
-        let port = self.0[*turn % self.0.len()];
+        let port = self.0[self.node(*turn)];
         *turn += 1;
         let url = format!("amqp://guest:guest@127.0.0.1:{port}/%2F");
         let conn = tokio::time::timeout(
@@ -65,6 +70,7 @@ pub async fn publisher(
     let mut turn = id;
     let mut seq = 0u64;
     while !stop.load(Ordering::Relaxed) {
+        let node = nodes.node(turn);
         let Some(conn) = nodes.connect(&mut turn).await else {
             continue;
         };
@@ -109,9 +115,10 @@ pub async fn publisher(
                     continue;
                 }
                 match tokio::time::timeout(WAIT, confirm).await {
-                    Ok(Ok(Confirmation::Ack(None))) => {
-                        history.with(|s| s.confirmed.insert(body));
-                    }
+                    Ok(Ok(Confirmation::Ack(None))) => history.with(|s| {
+                        s.confirm_times.insert(body.clone(), (Instant::now(), node));
+                        s.confirmed.insert(body);
+                    }),
                     Ok(Ok(Confirmation::Ack(Some(_)))) => history.with(|s| s.returned += 1),
                     Ok(Ok(_)) => history.with(|s| s.nacked += 1),
                     _ => {
@@ -143,11 +150,12 @@ pub async fn consumer(
 ) {
     let mut turn = id;
     while !stop.load(Ordering::Relaxed) {
+        let node = nodes.node(turn);
         let Some(conn) = nodes.connect(&mut turn).await else {
             continue;
         };
         while !stop.load(Ordering::Relaxed) {
-            if !session(&conn, &queue, &history).await {
+            if !session(&conn, node, &queue, &history).await {
                 break;
             }
         }
@@ -156,7 +164,7 @@ pub async fn consumer(
 }
 
 /// One channel's consume: false when the connection looks unusable.
-async fn session(conn: &Connection, queue: &str, history: &History) -> bool {
+async fn session(conn: &Connection, node: usize, queue: &str, history: &History) -> bool {
     let Some(ch) = bounded(conn.create_channel()).await else {
         return false;
     };
@@ -167,6 +175,7 @@ async fn session(conn: &Connection, queue: &str, history: &History) -> bool {
         return false;
     }
     let stream = STREAMS.fetch_add(1, Ordering::Relaxed);
+    history.with(|s| s.streams.insert(stream, node));
     let Some(mut consumer) = bounded(ch.basic_consume(
         queue.into(),
         format!("chaos-{stream}").as_str().into(),

@@ -320,6 +320,11 @@ impl Connection {
             Frame::Heartbeat(ch) => Err(AmqpError::unexpected_frame(format!(
                 "heartbeat frame on channel {ch}"
             ))),
+            Frame::Method(0, m)
+                if matches!(*m, AMQPClass::Connection(connection::AMQPMethod::Close(_))) =>
+            {
+                self.connection_close().await
+            }
             Frame::Method(0, m) => {
                 let (class, method) = (m.get_amqp_class_id(), m.get_amqp_method_id());
                 self.on_connection_method(*m)
@@ -362,14 +367,6 @@ impl Connection {
 
     fn on_connection_method(&mut self, m: AMQPClass) -> AmqpResult<()> {
         match m {
-            AMQPClass::Connection(connection::AMQPMethod::Close(_)) => {
-                self.s.send_method(
-                    0,
-                    AMQPClass::Connection(connection::AMQPMethod::CloseOk(connection::CloseOk {})),
-                );
-                self.done = true;
-                Ok(())
-            }
             AMQPClass::Connection(connection::AMQPMethod::CloseOk(_)) => {
                 self.done = true;
                 Ok(())
@@ -534,6 +531,26 @@ impl Connection {
             ChannelFrame::Header(h) => self.s.on_content_header(ch, h).await,
             ChannelFrame::Body(b) => self.s.on_content_body(ch, b).await,
         }
+    }
+
+    /// connection.close from the client: its channels are released first and, as for
+    /// channel.close, the `close-ok` waits until their acks to replicated or other nodes'
+    /// queues are committed (a 541 close instead when they cannot be).
+    async fn connection_close(&mut self) -> AmqpResult<()> {
+        let mut far = Vec::new();
+        for mut ch in self.channels.drain() {
+            self.s.release_channel(&mut ch).await;
+            far.append(&mut ch.acked_far);
+        }
+        methods::sync_acks(far)
+            .await
+            .map_err(|e| e.with_method(10, 50))?;
+        self.s.send_method(
+            0,
+            AMQPClass::Connection(connection::AMQPMethod::CloseOk(connection::CloseOk {})),
+        );
+        self.done = true;
+        Ok(())
     }
 
     /// Releases everything the connection holds: channels, then its exclusive queues.

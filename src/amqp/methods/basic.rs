@@ -275,8 +275,8 @@ pub(crate) async fn apply_settles(ch: &mut Channel, entries: Vec<UnackedEntry>, 
     for (q, seqs) in group_by_queue(entries.into_iter().map(|e| (e.queue, e.seq))) {
         match how {
             Settle::Ack => {
-                if q.syncs_acks() && !ch.acked_far.iter().any(|f| Arc::ptr_eq(f, &q)) {
-                    ch.acked_far.push(q.clone());
+                if q.syncs_acks() && !ch.acked_far.iter().any(|(f, _)| Arc::ptr_eq(f, &q)) {
+                    ch.acked_far.push((q.clone(), q.settle_mark()));
                 }
                 q.ack(seqs).await
             }

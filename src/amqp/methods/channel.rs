@@ -12,14 +12,7 @@ impl Session {
     /// cannot be committed the connection is closed instead (541).
     pub(super) async fn channel_close(&mut self, ch: &mut Channel) -> AmqpResult<()> {
         self.release_channel(ch).await;
-        for q in std::mem::take(&mut ch.acked_far) {
-            if !q.sync().await {
-                return Err(AmqpError::internal(format!(
-                    "acknowledgements to queue '{}' in vhost '{}' could not be committed",
-                    q.name, q.vhost
-                )));
-            }
-        }
+        sync_acks(std::mem::take(&mut ch.acked_far)).await?;
         self.send_method(
             ch.id,
             AMQPClass::Channel(channel::AMQPMethod::CloseOk(channel::CloseOk {})),
@@ -74,4 +67,18 @@ impl Session {
             q.requeue(seqs).await;
         }
     }
+}
+
+/// Waits until the queues in `far` (with each one's settle mark, [`Channel::acked_far`]) have
+/// committed the acks sent to them; a 541 error for the connection when one cannot.
+pub(crate) async fn sync_acks(far: Vec<(crate::queue::QueueRef, u64)>) -> AmqpResult<()> {
+    for (q, mark) in far {
+        if !q.sync(mark).await {
+            return Err(AmqpError::internal(format!(
+                "acknowledgements to queue '{}' in vhost '{}' could not be committed",
+                q.name, q.vhost
+            )));
+        }
+    }
+    Ok(())
 }

@@ -5,6 +5,7 @@
 mod access;
 mod basic;
 mod channel;
+pub(crate) use channel::sync_acks;
 mod confirm;
 mod exchange;
 mod publish;

@@ -8,7 +8,12 @@ use crate::queue::consumer::{ConsumerEvent, Delivery};
 use crate::queue::stats::Counter;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, oneshot};
+
+/// How far past the message being handed out a replicated queue's delivered mark is written:
+/// a new leader flags up to this many messages redelivered that never were, and the mark is
+/// written once every `RESERVE / 2` deliveries.
+const RESERVE: u64 = 1024;
 
 impl QueueActor {
     /// Pops the head of the queue, reading its body (and the next ones) from the store if needed.
@@ -16,7 +21,8 @@ impl QueueActor {
     pub(super) fn take_head(&mut self) -> Option<(u64, Arc<Message>, bool, u32)> {
         loop {
             let head = self.ready.front()?;
-            if head.msg.is_none() && !self.load_from(head.seq) {
+            let (seq, unloaded) = (head.seq, head.msg.is_none());
+            if !self.may_hand_out(seq) || (unloaded && !self.load_from(seq)) {
                 return None;
             }
             let r = self.pop_ready()?;
@@ -27,6 +33,37 @@ impl QueueActor {
                 }
             }
         }
+    }
+
+    /// Whether the message `seq` may be handed out. A replicated queue hands out only up to
+    /// the delivered mark its group has committed, so that a new leader flags everything
+    /// this one may have handed out redelivered and never gives its number to another
+    /// message; the next mark ([`RESERVE`] on) is written when the head comes near. A queue
+    /// whose journal failed a write (its node may no longer lead) hands nothing out until
+    /// it is started again from the group.
+    pub(super) fn may_hand_out(&mut self, seq: u64) -> bool {
+        let Some(journal) = self.shared.journal.clone() else {
+            return true;
+        };
+        if journal.broken() {
+            return false;
+        }
+        let near = self
+            .reserved
+            .is_none_or(|r| seq.saturating_add(RESERVE / 2) > r);
+        if near && !self.reserving {
+            self.reserving = true;
+            let mark = seq.saturating_add(RESERVE);
+            journal.delivered(mark);
+            let (tx, rx) = oneshot::channel();
+            journal.sync(tx);
+            let q = self.shared.clone();
+            tokio::spawn(async move {
+                let committed = rx.await.unwrap_or(false);
+                q.reserved(mark, committed);
+            });
+        }
+        self.reserved.is_some_and(|r| seq <= r)
     }
 
     /// Fills in bodies of on-disk entries from `from` on, a window at a time; false when the

@@ -106,6 +106,12 @@ struct QueueActor {
     /// Highest stored sequence handed to a client, and whether the store has it yet.
     delivered_mark: u64,
     mark_dirty: bool,
+    /// A replicated queue's delivered mark as its group has committed it: what it may hand
+    /// out (`may_hand_out`), and whether a further one is being written.
+    reserved: Option<u64>,
+    reserving: bool,
+    /// basic.get requests waiting for that mark.
+    held_gets: Vec<(bool, oneshot::Sender<Option<super::GetResult>>)>,
     flush_waiters: Vec<oneshot::Sender<()>>,
     /// Asked whether the settlements before them are committed ([`QueueCmd::Sync`]).
     sync_waiters: Vec<oneshot::Sender<bool>>,
@@ -156,10 +162,13 @@ pub(super) fn start<H: super::QueueHost>(
     delivered: Option<u64>,
     loaded: Vec<(u64, Arc<Message>, u32)>,
 ) {
+    // Never below a number already handed out: an ack still on its way for a message that
+    // was delivered (up to the mark) must not take a new message that reused its number.
     let next_seq = recovered
         .iter()
         .map(|m| m.seq + 1)
         .chain(loaded.last().map(|(seq, _, _)| seq + 1))
+        .chain(delivered.map(|d| d + 1))
         .max()
         .unwrap_or(0);
     let page_file = host.store().paging().page_file();
@@ -209,6 +218,9 @@ pub(super) fn start<H: super::QueueHost>(
         pending: Vec::new(),
         delivered_mark: delivered.unwrap_or(0),
         mark_dirty: false,
+        reserved: delivered,
+        reserving: false,
+        held_gets: Vec::new(),
         flush_waiters: Vec::new(),
         sync_waiters: Vec::new(),
         dead: Vec::new(),
@@ -220,6 +232,9 @@ pub(super) fn start<H: super::QueueHost>(
 
 impl QueueActor {
     async fn run(mut self, mut rx: Mailbox) {
+        // A replicated queue writes its first delivered mark at once, ready for consumers.
+        let head = self.ready.front().map_or(self.next_seq, |r| r.seq);
+        self.may_hand_out(head);
         // Grown on demand: most of a node's queues never see a full batch.
         let mut batch = Vec::new();
         while !self.stopped {
@@ -277,6 +292,7 @@ impl QueueActor {
                                 | QueueCmd::Sample
                                 | QueueCmd::Flush(_)
                                 | QueueCmd::Sync(_)
+                                | QueueCmd::Reserved(..)
                                 | QueueCmd::Kick
                                 | QueueCmd::Policy(_)
                         );
@@ -556,6 +572,11 @@ impl QueueActor {
                         remaining: self.ready.len() as u32,
                     }
                 });
+                if got.is_none() && self.reserving && !self.ready.is_empty() {
+                    // Answered once the replicated queue's delivered mark is written.
+                    self.held_gets.push((no_ack, reply));
+                    return;
+                }
                 let _ = reply.send(got);
             }
             QueueCmd::Purge(reply) => {
@@ -635,6 +656,15 @@ impl QueueActor {
             }
             QueueCmd::Flush(reply) => self.flush_waiters.push(reply),
             QueueCmd::Sync(reply) => self.sync_waiters.push(reply),
+            QueueCmd::Reserved(mark, committed) => {
+                self.reserving = false;
+                if committed {
+                    self.reserved = self.reserved.max(Some(mark));
+                }
+                for (no_ack, reply) in std::mem::take(&mut self.held_gets) {
+                    self.handle(QueueCmd::Get(no_ack, reply));
+                }
+            }
             QueueCmd::Touch => self.last_used = now_ms(),
             QueueCmd::Sample => {
                 self.stats.sample();
@@ -656,9 +686,11 @@ impl QueueActor {
         }
     }
 
-    /// Remembers that a stored message reached a client, for the redelivered flag after a crash.
+    /// Remembers that a stored message reached a client, for the redelivered flag after a
+    /// crash (a replicated queue's mark goes ahead of its deliveries instead: `may_hand_out`).
     fn note_delivered(&mut self, seq: u64, msg: &Message) {
-        if seq > self.delivered_mark && self.shared.persists(msg) {
+        let journaled = self.shared.journal.is_some();
+        if seq > self.delivered_mark && !journaled && self.shared.persists(msg) {
             self.delivered_mark = seq;
             self.mark_dirty = true;
         }
