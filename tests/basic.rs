@@ -4,6 +4,7 @@
 
 mod common;
 
+use amq_protocol::protocol::{basic, AMQPClass};
 use common::*;
 use futures_lite::StreamExt;
 use lapin::message::Delivery;
@@ -288,6 +289,65 @@ async fn unacked_messages_are_requeued_when_the_channel_closes() {
     }
     let m = got.expect("message requeued after connection close");
     assert!(m.delivery.redelivered);
+}
+
+/// A connection reset while deliveries are still on their way to it (handed to the
+/// connection, not yet written to the client) leaves none of them held: all are ready again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn deliveries_still_queued_for_a_reset_connection_go_back_to_the_queue() {
+    let b = start().await;
+    let (_c, ch) = b.channel().await;
+    declare(&ch, "inflight").await;
+    let body = vec![b'x'; 16 * 1024];
+    for _ in 0..2_000 {
+        publish(&ch, "inflight", &body).await;
+    }
+    let start = std::time::Instant::now();
+    while ready(&ch, "inflight").await < 2_000 {
+        assert!(
+            start.elapsed() < Duration::from_secs(10),
+            "never all published"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let mut raw = common::raw::Raw::open(b.server.amqp_addr).await;
+    raw.send(&common::raw::method(
+        1,
+        AMQPClass::Basic(basic::AMQPMethod::Consume(basic::Consume {
+            queue: "inflight".into(),
+            consumer_tag: "unread".into(),
+            no_local: false,
+            no_ack: false,
+            exclusive: false,
+            nowait: false,
+            arguments: FieldTable::default(),
+        })),
+    ))
+    .await;
+    // The client reads nothing: the socket buffers fill and the rest waits for the connection.
+    let start = std::time::Instant::now();
+    while ready(&ch, "inflight").await > 0 {
+        assert!(
+            start.elapsed() < Duration::from_secs(10),
+            "never all handed out"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    // Closed with unread input, the client's socket resets the connection.
+    drop(raw);
+    let start = std::time::Instant::now();
+    loop {
+        let n = ready(&ch, "inflight").await;
+        if n == 2_000 {
+            break;
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(10),
+            "{n} of 2,000 ready again"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
 }
 
 #[tokio::test]

@@ -14,7 +14,7 @@ use common::cluster_amqp::*;
 use common::partition::{prepare, specs_apart, Cut};
 use futures_lite::StreamExt;
 use lapin::options::{BasicAckOptions, BasicConsumeOptions, BasicQosOptions};
-use lapin::types::{AMQPValue, FieldTable};
+use lapin::types::FieldTable;
 use std::time::{Duration, Instant};
 
 const APART: [(&str, &str); 3] = [
@@ -22,15 +22,6 @@ const APART: [(&str, &str); 3] = [
     ("warren-b@127.0.0.9", "127.0.0.9"),
     ("warren-c@127.0.0.10", "127.0.0.10"),
 ];
-
-fn quorum() -> FieldTable {
-    let mut args = FieldTable::default();
-    args.insert(
-        "x-queue-type".into(),
-        AMQPValue::LongString("quorum".into()),
-    );
-    args
-}
 
 /// The ready and unacknowledged counts of queue `name` as node `at`'s management API has them.
 async fn counts(at: std::net::SocketAddr, name: &str) -> (u64, u64) {

@@ -22,7 +22,6 @@ use common::cluster::*;
 use common::cluster_amqp::*;
 use common::partition::{prepare, specs_apart, Cut};
 use lapin::options::BasicGetOptions;
-use lapin::types::{AMQPValue, FieldTable};
 use rand::{Rng, SeedableRng};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -67,11 +66,7 @@ async fn confirmed_messages_survive_kills_and_partitions_and_acked_ones_stay_ack
         let conn = within(amqp(specs[i % specs.len()].amqp, "%2F"))
             .await
             .expect("connect");
-        let mut args = FieldTable::default();
-        args.insert(
-            "x-queue-type".into(),
-            AMQPValue::LongString("quorum".into()),
-        );
+        let args = quorum();
         within(
             channel(&conn)
                 .await

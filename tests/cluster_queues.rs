@@ -13,7 +13,8 @@
 //! nodes, and so do alternate exchanges and the delayed-message exchange;
 //! `x-queue-leader-locator=balanced` spreads queues over the nodes; a redeclare on
 //! another node counts as use for `x-expires`; a consumer timeout closes the consumer's
-//! channel on its own node.
+//! channel on its own node, and a consumer's connection dropped with deliveries still on
+//! their way to it leaves none of them held.
 
 mod common;
 
@@ -585,7 +586,76 @@ async fn exclusive_queues_are_locked_elsewhere_dead_letters_cross_nodes_and_bala
     let closed = tokio::time::timeout(STEP, raw.channel_close_code()).await;
     assert_eq!(closed.expect("closed in time"), Some((1, 406)));
     eventually_count(&a, "slow", 1, "the held message is back at home").await;
+
+    // A consumer on c of a's queue whose connection drops (reset) while deliveries are still
+    // on their way to it, forwarded to c but not written to the client: none stays held.
+    within(on_a.queue_declare("inflight".into(), durable(), FieldTable::default()))
+        .await
+        .expect("declare inflight on a");
+    let sent = publish_big(&on_a, "inflight", 2_000).await;
+    eventually_count(&a, "inflight", sent, "all published").await;
+    let mut raw = common::raw::Raw::open(([127, 0, 0, 1], specs[2].amqp).into()).await;
+    raw.send(&common::raw::method(
+        1,
+        AMQPClass::Basic(basic::AMQPMethod::Consume(basic::Consume {
+            queue: "inflight".into(),
+            consumer_tag: "unread".into(),
+            no_local: false,
+            no_ack: false,
+            exclusive: false,
+            nowait: false,
+            arguments: FieldTable::default(),
+        })),
+    ))
+    .await;
+    // The client reads nothing: the socket buffers fill, c's connection stops taking
+    // deliveries (its channel's unacked count stands still) and the rest waits on c.
+    eventually_count(&a, "inflight", 0, "all handed out to c").await;
+    let start = Instant::now();
+    let (mut last, mut still) = (0, 0);
+    while still < 4 {
+        assert!(start.elapsed() < Duration::from_secs(30), "c never stalled");
+        tokio::time::sleep(Duration::from_millis(250)).await;
+        let guest = Some(("guest", "guest"));
+        let r = request(specs[2].http, "GET", "/api/channels", guest, None).await;
+        let held = r.json().as_array().map_or(0, |chs| {
+            chs.iter()
+                .filter_map(|c| c["messages_unacknowledged"].as_u64())
+                .max()
+                .unwrap_or(0)
+        });
+        still = if held > 0 && held == last {
+            still + 1
+        } else {
+            0
+        };
+        last = held;
+    }
+    assert!(
+        last < u64::from(sent),
+        "some deliveries not yet written: {last}"
+    );
+    drop(raw);
+    eventually_count(&a, "inflight", sent, "every delivery is back at home").await;
     drop(specs);
+}
+
+/// Publishes `n` 16 KiB messages to `queue` through `ch` (more than the socket buffers of a
+/// consumer that reads nothing hold); returns `n`.
+async fn publish_big(ch: &lapin::Channel, queue: &str, n: u32) -> u32 {
+    let body = vec![b'x'; 16 * 1024];
+    for _ in 0..n {
+        within(ch.basic_publish(
+            "".into(),
+            queue.into(),
+            BasicPublishOptions::default(),
+            &body,
+            BasicProperties::default(),
+        ))
+        .await
+        .expect("publish");
+    }
+    n
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -13,17 +13,8 @@ use common::cluster::*;
 use common::cluster_amqp::*;
 use common::http::request;
 use lapin::options::{BasicAckOptions, BasicGetOptions, BasicNackOptions, QueueDeclareOptions};
-use lapin::types::{AMQPValue, FieldTable};
+use lapin::types::AMQPValue;
 use std::time::{Duration, Instant};
-
-fn quorum() -> FieldTable {
-    let mut args = FieldTable::default();
-    args.insert(
-        "x-queue-type".into(),
-        AMQPValue::LongString("quorum".into()),
-    );
-    args
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_quorum_queue_keeps_what_was_confirmed_when_its_leaders_node_is_killed() {

@@ -10,7 +10,7 @@ mod common;
 use common::cluster::*;
 use common::cluster_amqp::*;
 use common::http::request;
-use lapin::types::{AMQPValue, FieldTable};
+use lapin::types::AMQPValue;
 use serde_json::{json, Value};
 use std::time::{Duration, Instant};
 
@@ -63,11 +63,7 @@ async fn a_quorum_queues_members_change_and_it_keeps_its_messages() {
     let [na, nb, nc] = NAMES;
     let a = within(amqp(specs[0].amqp, "%2F")).await.expect("a");
     let b = within(amqp(specs[1].amqp, "%2F")).await.expect("b");
-    let mut args = FieldTable::default();
-    args.insert(
-        "x-queue-type".into(),
-        AMQPValue::LongString("quorum".into()),
-    );
+    let mut args = quorum();
     args.insert("x-quorum-initial-group-size".into(), AMQPValue::LongInt(2));
     within(
         channel(&a)

@@ -5,6 +5,7 @@
 mod actor;
 pub mod consumer;
 pub mod deadletter;
+mod handover;
 mod home_tasks;
 pub mod journal;
 mod ready;
@@ -91,6 +92,9 @@ pub struct QueueShared {
     /// Tells this task of the queue from another (a replicated queue's task is started
     /// afresh after a failover): other nodes' acks name the task that made the deliveries.
     pub instance: u64,
+    /// The replaced handle this one's publishes wait for ([`handover`]); set at most once,
+    /// before the handle is registered.
+    handover: std::sync::OnceLock<handover::Handover>,
 }
 
 /// Messages at least this large count against `MAILBOX_BYTES` (smaller ones are bounded well
@@ -187,7 +191,7 @@ pub(crate) enum QueueCmd {
     Ack(Vec<u64>),
     Requeue(Vec<u64>),
     Discard(Vec<u64>),
-    Undelivered(u64, Arc<Message>, bool),
+    Undelivered(u64, Arc<Message>),
     Get(bool, oneshot::Sender<Option<GetResult>>),
     Purge(oneshot::Sender<u32>),
     Delete {
@@ -262,6 +266,7 @@ impl QueueShared {
             home: None,
             journal: None,
             lost_settlements: Default::default(),
+            handover: Default::default(),
             instance: rand::random(),
         });
         actor::start(q.clone(), host, rx, Vec::new(), None, Vec::new());
@@ -301,6 +306,7 @@ impl QueueShared {
             home: None,
             journal: Some(journal),
             lost_settlements: Default::default(),
+            handover: Default::default(),
             instance: rand::random(),
         });
         actor::start(
@@ -344,6 +350,7 @@ impl QueueShared {
             home: Some(home.node.into()),
             journal: None,
             lost_settlements: Default::default(),
+            handover: Default::default(),
             instance: rand::random(),
         });
         remote::start(q.clone(), home.link, rx);
@@ -375,6 +382,7 @@ impl QueueShared {
             home: None,
             journal: None,
             lost_settlements: Default::default(),
+            handover: Default::default(),
             instance: rand::random(),
         });
         actor::start(q.clone(), host, rx, r.messages, r.delivered, Vec::new());
@@ -399,6 +407,14 @@ impl QueueShared {
             Err(poisoned) => *poisoned.into_inner() = Arc::new(applied),
         }
         self.send(QueueCmd::Policy(args)).await;
+    }
+
+    /// Publishes through this handle wait for `prev`, the proxy it replaces, to have sent
+    /// what was published through it ([`handover`]). Called before this handle is registered.
+    pub fn follow(&self, prev: &QueueRef) {
+        let _ = self
+            .handover
+            .set(handover::Handover::after(Arc::downgrade(prev)));
     }
 
     /// Marks the queue deleted.
@@ -458,8 +474,20 @@ impl QueueShared {
     }
 
     /// Enqueues a message; the token (if any) completes once the message is stored.
-    /// False when the queue is gone.
+    /// False when the queue is gone. Waits first for the handle this one replaced, if its
+    /// publishes may still be on their way ([`handover`]).
     pub async fn publish(&self, msg: Arc<Message>, token: Option<ConfirmToken>) -> bool {
+        if let Some(h) = self.handover.get() {
+            if !h.done() {
+                h.wait().await;
+            }
+        }
+        self.relay(msg, token).await
+    }
+
+    /// [`QueueShared::publish`] without waiting for a replaced handle: for publishes another
+    /// node's handle (or a replaced one here) forwarded to this queue's node.
+    pub async fn relay(&self, msg: Arc<Message>, token: Option<ConfirmToken>) -> bool {
         let size = msg.body_len() as u64;
         if size >= LARGE_MESSAGE {
             let f = &self.inflight;
@@ -565,8 +593,10 @@ impl QueueShared {
     }
 
     /// Takes back a message that was handed to a connection but never reached its consumer.
-    pub async fn return_undelivered(&self, seq: u64, msg: Arc<Message>, redelivered: bool) {
-        self.control(QueueCmd::Undelivered(seq, msg, redelivered));
+    /// It comes back flagged redelivered, as in RabbitMQ (the queue handed it out): later
+    /// messages may have been delivered meanwhile, and the flag tells the consumer so.
+    pub async fn return_undelivered(&self, seq: u64, msg: Arc<Message>) {
+        self.control(QueueCmd::Undelivered(seq, msg));
     }
 
     /// basic.get.

@@ -484,7 +484,7 @@ impl Proxy {
             QueueCmd::Ack(seqs) => self.settle(seqs, RemoteOp::Ack).await,
             QueueCmd::Requeue(seqs) => self.give_back(seqs).await,
             QueueCmd::Discard(seqs) => self.settle(seqs, RemoteOp::Discard).await,
-            QueueCmd::Undelivered(seq, _, _) => self.give_back(vec![seq]).await,
+            QueueCmd::Undelivered(seq, _) => self.give_back(vec![seq]).await,
             QueueCmd::RemoteDeliveries(consumer, items) => self.deliver(consumer, items),
             QueueCmd::RemoteCancelled(consumer) => {
                 if let Some(spec) = self.consumers.remove(&consumer) {
@@ -588,16 +588,21 @@ impl Proxy {
             });
             return;
         };
+        let mut refused = Vec::new();
         for d in items {
             let seq = self.tasks.local(d.instance, d.seq);
             let Some(msg) = d.msg.message() else {
                 continue;
             };
+            if !refused.is_empty() {
+                refused.push(seq);
+                continue;
+            }
             if !spec.no_ack {
                 spec.limiter.acquire_granted();
             }
             spec.pending.fetch_add(1, Ordering::AcqRel);
-            let _ = spec.sink.send(ConsumerEvent::Deliver(Delivery {
+            let sent = spec.sink.send(ConsumerEvent::Deliver(Delivery {
                 channel: spec.channel,
                 tag: spec.tag.clone(),
                 consumer: spec.id,
@@ -608,6 +613,24 @@ impl Proxy {
                 no_ack: spec.no_ack,
                 pending: spec.pending.clone(),
             }));
+            if sent.is_err() {
+                // The consumer's connection is gone (its cleanup cancels the consumer): what
+                // it can no longer take goes back.
+                if !spec.no_ack {
+                    spec.limiter.release(1);
+                }
+                spec.pending.fetch_sub(1, Ordering::AcqRel);
+                refused.push(seq);
+            }
+        }
+        if !refused.is_empty() {
+            self.consumers.remove(&consumer);
+            let (seqs, _) = self.tasks.newest(refused);
+            let (link, q) = (self.link.clone(), self.q.clone());
+            tokio::spawn(async move {
+                let _ = link.call(&q, RemoteOp::Cancel(consumer)).await;
+                give_back(link, q, seqs).await
+            });
         }
     }
 }
@@ -616,6 +639,9 @@ impl Proxy {
 /// [`GIVE_BACK_FOR`]): one lost on the way would stay held there, for a consumer that is
 /// gone, as long as this node answers.
 async fn give_back(link: Arc<dyn RemoteLink>, q: QueueRef, seqs: Vec<u64>) {
+    if seqs.is_empty() {
+        return;
+    }
     let until = tokio::time::Instant::now() + GIVE_BACK_FOR;
     while link
         .call(&q, RemoteOp::Requeue(seqs.clone()))

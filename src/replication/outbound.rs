@@ -37,8 +37,20 @@ pub(super) struct Outbound {
 }
 
 impl Outbound {
-    /// Forwards the consumer's events until it is cancelled or its node is lost.
+    /// Forwards the consumer's events until it is cancelled or its node is lost; then
+    /// what the queue had already handed to it goes back undelivered.
     pub(super) async fn run(self, mut events: mpsc::UnboundedReceiver<ConsumerEvent>) {
+        self.forward_events(&mut events).await;
+        events.close();
+        while let Ok(e) = events.try_recv() {
+            if let ConsumerEvent::Deliver(d) = e {
+                self.pending.fetch_sub(1, Ordering::AcqRel);
+                self.q.return_undelivered(d.seq, d.msg).await;
+            }
+        }
+    }
+
+    async fn forward_events(&self, events: &mut mpsc::UnboundedReceiver<ConsumerEvent>) {
         let mut next = None;
         let mut watch = tokio::time::interval(WATCH_EVERY);
         watch.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);

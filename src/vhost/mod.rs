@@ -345,6 +345,7 @@ impl VHost {
         arguments: &FieldTable,
         home: Option<crate::queue::remote::Home<'_>>,
     ) {
+        let mut replaced = None;
         if let Some(q) = self.queues.get(name).map(|q| q.clone()) {
             let same = match &home {
                 None => q.home.is_none(),
@@ -354,6 +355,7 @@ impl VHost {
                 return;
             }
             self.drop_queue(name);
+            replaced = Some(q);
         }
         self.queue_churn[1].fetch_add(1, Ordering::Relaxed);
         let q = match home {
@@ -378,6 +380,7 @@ impl VHost {
                 home,
             ),
         };
+        follow_replaced(&q, replaced);
         self.queues.insert(name.to_owned(), q);
     }
 
@@ -394,11 +397,13 @@ impl VHost {
         journal: Arc<dyn crate::queue::journal::Journal>,
         from: crate::queue::journal::Journaled,
     ) {
+        let mut replaced = None;
         if let Some(q) = self.queues.get(name).map(|q| q.clone()) {
             if q.journal.as_ref().is_some_and(|j| !j.broken()) {
                 return;
             }
             self.drop_queue(name);
+            replaced = Some(q);
         }
         self.queue_churn[1].fetch_add(1, Ordering::Relaxed);
         let args = QueueArgs::parse(arguments, name, &self.name).unwrap_or_default();
@@ -412,6 +417,7 @@ impl VHost {
             journal,
             from,
         );
+        follow_replaced(&q, replaced);
         self.queues.insert(name.to_owned(), q);
     }
 
@@ -548,5 +554,13 @@ fn is_classic(v: Option<&AMQPValue>) -> bool {
         Some(AMQPValue::LongString(s)) => s.as_bytes() == b"classic",
         Some(AMQPValue::ShortString(s)) => s.as_str() == "classic",
         _ => false,
+    }
+}
+
+/// A replicated queue's new handle here publishes only after the proxy it replaces has sent
+/// what was published through it (the leader moved; see `queue::handover`).
+fn follow_replaced(q: &QueueRef, replaced: Option<QueueRef>) {
+    if let Some(prev) = replaced.filter(|p| p.home.is_some() && p.args.quorum) {
+        q.follow(&prev);
     }
 }

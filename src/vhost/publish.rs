@@ -193,7 +193,7 @@ impl VHost {
         msg: Arc<Message>,
         token: Option<ConfirmToken>,
     ) -> bool {
-        q.publish(msg, token).await
+        q.relay(msg, token).await
     }
 
     /// The queue the default exchange routes `routing_key` to, from the one-entry cache when it

@@ -28,6 +28,16 @@ pub fn durable() -> QueueDeclareOptions {
     }
 }
 
+/// Declare arguments of a quorum queue.
+pub fn quorum() -> FieldTable {
+    let mut args = FieldTable::default();
+    args.insert(
+        "x-queue-type".into(),
+        lapin::types::AMQPValue::LongString("quorum".into()),
+    );
+    args
+}
+
 /// A passive declare of `name` on a fresh channel: its message count, or the reply code and
 /// text it was refused with.
 pub async fn passive(c: &Connection, name: &str) -> Result<u32, (Option<u16>, String)> {

@@ -118,9 +118,7 @@ impl Connection {
                         ch.limiter.release(1);
                     }
                 }
-                d.queue
-                    .return_undelivered(d.seq, d.msg, d.redelivered)
-                    .await;
+                d.queue.return_undelivered(d.seq, d.msg).await;
                 return;
             }
         };

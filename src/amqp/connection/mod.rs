@@ -205,6 +205,13 @@ pub(crate) async fn run<R, W>(
         c.s.user
     );
     c.cleanup().await;
+    // Deliveries already on their way here were handed out to this connection's consumers:
+    // closed, the inbox refuses more (their queues keep those), and what it still holds is
+    // given back as undelivered (its channels are gone).
+    inbox.close();
+    while let Ok(e) = inbox.try_recv() {
+        c.on_event(e).await;
+    }
     drop(c);
     drop(registration);
     drop(wtx);

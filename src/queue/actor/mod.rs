@@ -232,9 +232,9 @@ pub(super) fn start<H: super::QueueHost>(
 
 impl QueueActor {
     async fn run(mut self, mut rx: Mailbox) {
-        // A replicated queue writes its first delivered mark at once, ready for consumers.
-        let head = self.ready.front().map_or(self.next_seq, |r| r.seq);
-        self.may_hand_out(head);
+        // A replicated queue writes its delivered mark when it first hands a message out
+        // (`may_hand_out`), not before: a leader move with nothing handed out since flags
+        // nothing redelivered.
         // Grown on demand: most of a node's queues never see a full batch.
         let mut batch = Vec::new();
         while !self.stopped {
@@ -532,9 +532,9 @@ impl QueueActor {
                     }
                 }
             }
-            QueueCmd::Undelivered(seq, msg, redelivered) => {
+            QueueCmd::Undelivered(seq, msg) => {
                 let returns = self.settle(seq).map_or(0, |u| u.returns);
-                self.insert_ready(seq, Some(msg), redelivered, returns);
+                self.insert_ready(seq, Some(msg), true, returns);
             }
             QueueCmd::Get(no_ack, reply) => {
                 self.last_used = now_ms();
