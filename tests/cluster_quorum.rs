@@ -3,7 +3,8 @@
 //! majority has them; when the leader's node is killed (-9) another member leads, every
 //! confirmed message not acked is there, in order, and the queue serves publishes and gets
 //! through any node, and a message nacked back keeps its `x-delivery-count`; the killed node
-//! comes back as a member and reaches the new leader. A
+//! comes back as a member and reaches the new leader; a consumer on another node stays
+//! attached through the move. A
 //! quorum queue of two members deleted through a third node is gone everywhere, and its name
 //! makes a new, empty queue.
 
@@ -12,8 +13,12 @@ mod common;
 use common::cluster::*;
 use common::cluster_amqp::*;
 use common::http::request;
-use lapin::options::{BasicAckOptions, BasicGetOptions, BasicNackOptions, QueueDeclareOptions};
-use lapin::types::AMQPValue;
+use futures_lite::StreamExt;
+use lapin::options::{
+    BasicAckOptions, BasicConsumeOptions, BasicGetOptions, BasicNackOptions, BasicQosOptions,
+    QueueDeclareOptions,
+};
+use lapin::types::{AMQPValue, FieldTable};
 use std::time::{Duration, Instant};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -88,6 +93,26 @@ async fn a_quorum_queue_keeps_what_was_confirmed_when_its_leaders_node_is_killed
         .await
         .expect("nack");
     }
+    // A consumer on b of a third queue, and one on a: they take their first message.
+    within(on_a.queue_declare("qc".into(), durable(), quorum()))
+        .await
+        .expect("declare qc on a");
+    let mut stays = consume_one(&b, "qc", "stays").await;
+    let mut on_leader = consume_one(&a, "qc", "on-leader").await;
+    publish_confirmed(&c, "", "qc", "c", 2).await;
+    let mut first = Vec::new();
+    for consumer in [&mut stays, &mut on_leader] {
+        let d = within(consumer.next())
+            .await
+            .expect("stream open")
+            .expect("delivery");
+        first.push(String::from_utf8_lossy(&d.data).into_owned());
+        within(d.ack(BasicAckOptions::default()))
+            .await
+            .expect("ack");
+    }
+    first.sort();
+    assert_eq!(first, ["c-0", "c-1"]);
     // The acks, nacks and the delivered mark go to the group after they are handled: let
     // them commit.
     tokio::time::sleep(Duration::from_millis(500)).await;
@@ -107,6 +132,22 @@ async fn a_quorum_queue_keeps_what_was_confirmed_when_its_leaders_node_is_killed
         "a quorum queue served again {:?} after its leader's node was killed",
         killed.elapsed()
     );
+    // b's consumer stays attached through the leader's move (as RabbitMQ's do): it gets
+    // what is published under the new leader, with no basic.cancel.
+    publish_confirmed(&c, "", "qc", "after-move", 3).await;
+    for i in 0..3 {
+        let d = within(stays.next())
+            .await
+            .expect("still consuming, not cancelled")
+            .expect("delivery");
+        assert_eq!(
+            (String::from_utf8_lossy(&d.data).into_owned(), d.redelivered),
+            (format!("after-move-{i}"), false)
+        );
+        within(d.ack(BasicAckOptions::default()))
+            .await
+            .expect("ack");
+    }
     publish_confirmed(&c, "", "qq", "n", 5).await;
     let got = drain(&c, "qq").await;
     // What c held comes back flagged, and so does the rest of the old leader's delivered
@@ -258,4 +299,20 @@ async fn drain_some(c: &lapin::Connection, queue: &str, n: usize) -> Vec<String>
             .expect("ack");
     }
     out
+}
+
+/// A manual-ack consumer of `queue` through `conn` with a prefetch of 1.
+async fn consume_one(conn: &lapin::Connection, queue: &str, tag: &str) -> lapin::Consumer {
+    let ch = channel(conn).await;
+    within(ch.basic_qos(1, BasicQosOptions::default()))
+        .await
+        .expect("qos");
+    within(ch.basic_consume(
+        queue.into(),
+        tag.into(),
+        BasicConsumeOptions::default(),
+        FieldTable::default(),
+    ))
+    .await
+    .expect("consume")
 }

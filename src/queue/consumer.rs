@@ -45,6 +45,14 @@ pub enum ConsumerEvent {
         /// The timeout that was exceeded, milliseconds.
         timeout: u64,
     },
+    /// The consumer's queue is served by another handle here from now on (a replicated
+    /// queue's leader moved): the connection registers the consumer with it again.
+    Moved {
+        /// The consumer as it was registered.
+        spec: Box<ConsumerSpec>,
+        /// The queue's new handle.
+        to: super::QueueRef,
+    },
     /// The queue went away under the consumer (basic.cancel to the client).
     Cancelled {
         /// Channel of the consumer.

@@ -188,6 +188,8 @@ pub(crate) enum QueueCmd {
     Publish(Arc<Message>, Option<ConfirmToken>),
     Consume(ConsumerSpec, oneshot::Sender<CoreResult<()>>),
     Cancel(u64),
+    /// The queue is served by this handle from now on: this node's consumers move to it.
+    Handoff(QueueRef),
     Ack(Vec<u64>),
     Requeue(Vec<u64>),
     Discard(Vec<u64>),
@@ -565,11 +567,23 @@ impl QueueShared {
 
     /// Registers a consumer.
     pub async fn consume(&self, spec: ConsumerSpec) -> CoreResult<()> {
+        self.consume_queued(spec).await.map_err(|_| self.gone())?
+    }
+
+    /// Registers a consumer: the request is queued before this returns (ahead of the
+    /// caller's later commands, as a cancel); its answer comes through the receiver (closed
+    /// when the queue is gone).
+    pub fn consume_queued(&self, spec: ConsumerSpec) -> oneshot::Receiver<CoreResult<()>> {
         let (tx, rx) = oneshot::channel();
-        if !self.control(QueueCmd::Consume(spec, tx)) {
-            return Err(self.gone());
-        }
-        rx.await.map_err(|_| self.gone())?
+        self.control(QueueCmd::Consume(spec, tx));
+        rx
+    }
+
+    /// This node's consumers of the queue move from this handle to `to`, which serves it
+    /// from now on (a replicated queue's leader moved): queued before this returns, ahead
+    /// of the handle's shutdown.
+    pub fn hand_off(&self, to: &QueueRef) {
+        self.control(QueueCmd::Handoff(to.clone()));
     }
 
     /// Removes a consumer (its unacked messages stay unacked).

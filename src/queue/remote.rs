@@ -333,6 +333,7 @@ impl Proxy {
         let mut watch = tokio::time::interval(WATCH_EVERY);
         watch.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
         let mut missed = 0;
+        let mut lost = false;
         let mut held = None;
         loop {
             let cmd = if let Some(cmd) = held.take() {
@@ -343,8 +344,20 @@ impl Proxy {
                     Some(cmd) = control.recv() => merged(cmd, &mut control, &mut held),
                     Some(cmd) = data.recv() => cmd,
                     _ = watch.tick(), if !self.consumers.is_empty() => {
-                        missed = if self.link.alive(&self.q).await { 0 } else { missed + 1 };
-                        if missed >= WATCH_MISSES {
+                        let alive = self.link.alive(&self.q).await;
+                        missed = if alive { 0 } else { missed + 1 };
+                        if !self.q.args.quorum {
+                            if missed >= WATCH_MISSES {
+                                self.home_lost();
+                            }
+                        } else if missed >= WATCH_MISSES {
+                            // A quorum queue's consumers wait for its next leader: this
+                            // handle is replaced then and hands them over.
+                            lost = true;
+                        } else if alive && lost {
+                            // Its node answers again and still leads: its registrations
+                            // went with its last run.
+                            lost = false;
                             self.home_lost();
                         }
                         continue;
@@ -479,6 +492,19 @@ impl Proxy {
             QueueCmd::Cancel(id) => {
                 if self.consumers.remove(&id).is_some() {
                     let _ = self.call(RemoteOp::Cancel(id)).await;
+                }
+            }
+            QueueCmd::Handoff(to) => {
+                // The queue's leader moved: the consumers register with the new handle, and
+                // go from the old home if it still answers.
+                for (id, spec) in self.consumers.drain() {
+                    let (link, q) = (self.link.clone(), self.q.clone());
+                    tokio::spawn(async move { link.call(&q, RemoteOp::Cancel(id)).await });
+                    let sink = spec.sink.clone();
+                    let _ = sink.send(ConsumerEvent::Moved {
+                        spec: Box::new(spec),
+                        to: to.clone(),
+                    });
                 }
             }
             QueueCmd::Ack(seqs) => self.settle(seqs, RemoteOp::Ack).await,

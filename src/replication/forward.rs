@@ -70,6 +70,10 @@ impl RemoteLink for Link {
         let home = q.home.as_deref().unwrap_or_default().to_owned();
         let (vhost, queue) = (q.vhost.clone(), q.name.clone());
         let resend = q.args.quorum && matches!(op, RemoteOp::Publish(_));
+        // A replaced proxy still sending what was published through it: its queue's leader
+        // moved, so the record is asked first (its old node may be cut off, each call
+        // waiting for its timeout).
+        let replaced = resend && q.is_deleted();
         Box::pin(async move {
             let down = CoreError::HomeDown {
                 node: home.clone(),
@@ -86,6 +90,16 @@ impl RemoteLink for Link {
                 },
                 op,
             };
+            let path = || match &app {
+                App::Queue { vhost, queue, .. } => super::queue_record::queue_path(vhost, queue),
+                _ => Vec::new(),
+            };
+            let mut home = home;
+            if replaced {
+                if let Some(leader) = next_leader(&node, &path(), &home, Duration::ZERO).await {
+                    home = leader;
+                }
+            }
             let sent = send(&node, &home, &app).await;
             if resend && !published_all(&sent) {
                 // Unreachable: wait for the group to elect; refused: resend only if another
@@ -95,14 +109,9 @@ impl RemoteLink for Link {
                 } else {
                     Duration::ZERO
                 };
-                // Built only here: a publish that went through allocates nothing for it.
-                let path = match &app {
-                    App::Queue { vhost, queue, .. } => {
-                        super::queue_record::queue_path(vhost, queue)
-                    }
-                    _ => Vec::new(),
-                };
-                if let Some(leader) = next_leader(&node, &path, &home, wait).await {
+                // The path is built only here (or for a replaced proxy): a publish that went
+                // through allocates nothing for it.
+                if let Some(leader) = next_leader(&node, &path(), &home, wait).await {
                     // A quorum queue's leader moved: its publishes go to the new one (a
                     // message the old one had committed may then be there twice, as
                     // at-least-once allows; RabbitMQ's quorum queue client re-sends too).

@@ -354,7 +354,6 @@ impl VHost {
             if same {
                 return;
             }
-            self.drop_queue(name);
             replaced = Some(q);
         }
         self.queue_churn[1].fetch_add(1, Ordering::Relaxed);
@@ -380,8 +379,7 @@ impl VHost {
                 home,
             ),
         };
-        follow_replaced(&q, replaced);
-        self.queues.insert(name.to_owned(), q);
+        self.register_replacing(name, q, replaced);
     }
 
     /// Installs a replicated queue led by this node: its task records messages in `journal`
@@ -402,7 +400,6 @@ impl VHost {
             if q.journal.as_ref().is_some_and(|j| !j.broken()) {
                 return;
             }
-            self.drop_queue(name);
             replaced = Some(q);
         }
         self.queue_churn[1].fetch_add(1, Ordering::Relaxed);
@@ -417,7 +414,23 @@ impl VHost {
             journal,
             from,
         );
-        follow_replaced(&q, replaced);
+        self.register_replacing(name, q, replaced);
+    }
+
+    /// Registers `q` as the queue `name`, in place of `replaced` (dropped, without its
+    /// bindings). A replicated queue's new handle takes over the old one's consumers here,
+    /// and its publishes wait for what was published through the old proxy
+    /// (`queue::handover`): its leader moved, and its clients should not notice.
+    fn register_replacing(&self, name: &str, q: QueueRef, replaced: Option<QueueRef>) {
+        if let Some(prev) = replaced {
+            if prev.args.quorum {
+                if prev.home.is_some() {
+                    q.follow(&prev);
+                }
+                prev.hand_off(&q);
+            }
+            self.drop_queue(name);
+        }
         self.queues.insert(name.to_owned(), q);
     }
 
@@ -554,13 +567,5 @@ fn is_classic(v: Option<&AMQPValue>) -> bool {
         Some(AMQPValue::LongString(s)) => s.as_bytes() == b"classic",
         Some(AMQPValue::ShortString(s)) => s.as_str() == "classic",
         _ => false,
-    }
-}
-
-/// A replicated queue's new handle here publishes only after the proxy it replaces has sent
-/// what was published through it (the leader moved; see `queue::handover`).
-fn follow_replaced(q: &QueueRef, replaced: Option<QueueRef>) {
-    if let Some(prev) = replaced.filter(|p| p.home.is_some() && p.args.quorum) {
-        q.follow(&prev);
     }
 }

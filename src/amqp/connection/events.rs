@@ -5,9 +5,11 @@
 use super::Connection;
 use crate::amqp::codec;
 use crate::amqp::error::AmqpError;
-use crate::queue::consumer::{ConsumerEvent, Delivery, PENDING_WINDOW};
+use crate::queue::consumer::{ConsumerEvent, ConsumerSpec, Delivery, PENDING_WINDOW};
+use crate::queue::QueueRef;
 use amq_protocol::protocol::{basic, AMQPClass};
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::Arc;
 
 impl Connection {
     pub(crate) async fn on_event(&mut self, e: ConsumerEvent) {
@@ -77,6 +79,7 @@ impl Connection {
                     self.channels.put(ch);
                 }
             }
+            ConsumerEvent::Moved { spec, to } => self.on_moved(*spec, to),
             ConsumerEvent::Cancelled { channel, tag } => {
                 let notify = self.cancel_notify && self.closing.is_none();
                 let Some(ch) = self.open_channel(channel) else {
@@ -93,6 +96,32 @@ impl Connection {
                 }
             }
         }
+    }
+
+    /// A consumer's queue is served by handle `to` from now on (its leader moved): the
+    /// consumer is registered there again under a new id, as the client set it up; the
+    /// client sees nothing, unless `to` refuses it (basic.cancel then). One the channel
+    /// cancelled meanwhile, or whose channel is gone, is not.
+    fn on_moved(&mut self, mut spec: ConsumerSpec, to: QueueRef) {
+        let id = self.s.broker.next_id();
+        let sink = self.s.sink.clone();
+        let Some(ch) = self.open_channel(spec.channel) else {
+            return;
+        };
+        let Some(c) = ch.consumers.get_mut(&spec.tag).filter(|c| c.id == spec.id) else {
+            return;
+        };
+        c.id = id;
+        c.queue = to.clone();
+        spec.id = id;
+        spec.pending = Arc::new(AtomicU32::new(0));
+        let (channel, tag) = (spec.channel, spec.tag.clone());
+        let registered = to.consume_queued(spec);
+        tokio::spawn(async move {
+            if !matches!(registered.await, Ok(Ok(()))) {
+                let _ = sink.send(ConsumerEvent::Cancelled { channel, tag });
+            }
+        });
     }
 
     async fn on_deliver(&mut self, d: Delivery) {

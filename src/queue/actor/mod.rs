@@ -10,13 +10,14 @@ use super::ready::{Ready, ReadyList};
 use super::stats::{Counter, Stats};
 use super::{GetResult, QueueCmd, QueueRef};
 use crate::confirm::ConfirmToken;
-use crate::error::{CoreError, Kind, Precondition, Refusal};
+use crate::error::{CoreError, Kind, Precondition};
 use crate::message::Message;
 use crate::store::{Op, Store};
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Weak};
 use tokio::sync::{mpsc, oneshot};
 
+mod consumers;
 mod delivery;
 mod expiry;
 
@@ -497,6 +498,7 @@ impl QueueActor {
                 let _ = reply.send(self.add_consumer(spec));
             }
             QueueCmd::Cancel(id) => self.remove_consumer(id),
+            QueueCmd::Handoff(to) => self.hand_off(&to),
             QueueCmd::Ack(seqs) => {
                 let mut stored = Vec::new();
                 for seq in seqs {
@@ -725,54 +727,6 @@ impl QueueActor {
             returns,
             priority,
         });
-    }
-
-    fn add_consumer(&mut self, spec: ConsumerSpec) -> Result<(), CoreError> {
-        if self.consumers.iter().any(|c| c.spec.exclusive)
-            || (spec.exclusive && !self.consumers.is_empty())
-        {
-            return Err(Refusal::ExclusiveUse {
-                queue: self.shared.name.clone(),
-                vhost: self.shared.vhost.clone(),
-            }
-            .into());
-        }
-        // Kept ordered by priority (highest first), then registration order.
-        let pos = self
-            .consumers
-            .partition_point(|c| c.spec.priority >= spec.priority);
-        self.consumers.insert(
-            pos,
-            Consumer {
-                spec,
-                unacked: 0,
-                timed_out: false,
-            },
-        );
-        self.had_consumers = true;
-        self.ready.set_consumed(true);
-        Ok(())
-    }
-
-    fn remove_consumer(&mut self, id: u64) {
-        self.last_used = now_ms();
-        let before = self.consumers.len();
-        self.consumers.retain(|c| c.spec.id != id);
-        if before == self.consumers.len() {
-            return;
-        }
-        self.ready.set_consumed(!self.consumers.is_empty());
-        for u in self.unacked.values_mut() {
-            if u.consumer == Some(id) {
-                u.consumer = None;
-            }
-        }
-        if self.consumers.is_empty() && self.had_consumers && self.shared.auto_delete {
-            if let Some(host) = self.host.upgrade() {
-                host.forget_queue(&self.shared);
-            }
-            self.stop();
-        }
     }
 
     /// Ends the task because the queue is deleted: consumers are told with basic.cancel and
