@@ -1,5 +1,8 @@
 //! What the fault harness's clients saw, and the checks the issue asks of it. Every body is
-//! `{queue}/{publisher}/{seq}`: a publisher's sequence numbers count up from 0.
+//! `{queue}/{publisher}/{seq}`: a publisher's sequence numbers count up. The publisher part
+//! names one publishing channel (the workload's `{id}.{channel}`): order is promised per
+//! channel, as RabbitMQ promises it; a publisher that reconnects after a failure starts a
+//! new one, and what it left unconfirmed on the old one may land after its next messages.
 
 use std::collections::{HashMap, HashSet};
 use std::sync::Mutex;

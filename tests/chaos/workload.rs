@@ -58,8 +58,9 @@ async fn bounded<T, E>(f: impl std::future::Future<Output = Result<T, E>>) -> Op
     tokio::time::timeout(WAIT, f).await.ok()?.ok()
 }
 
-/// Publishes `{queue}/{id}/{seq}` persistent, mandatory messages in batches of [`BATCH`],
-/// waiting for each batch's confirms, until `stop`.
+/// Publishes `{queue}/{id}.{channel}/{seq}` persistent, mandatory messages in batches of
+/// [`BATCH`], waiting for each batch's confirms, until `stop`; `channel` counts the channels
+/// it published on (a new one after each failure), since order holds per channel.
 pub async fn publisher(
     nodes: Nodes,
     queue: String,
@@ -69,6 +70,7 @@ pub async fn publisher(
 ) {
     let mut turn = id;
     let mut seq = 0u64;
+    let mut channel = 0u64;
     while !stop.load(Ordering::Relaxed) {
         let node = nodes.node(turn);
         let Some(conn) = nodes.connect(&mut turn).await else {
@@ -83,10 +85,11 @@ pub async fn publisher(
         {
             continue;
         }
+        channel += 1;
         'batches: while !stop.load(Ordering::Relaxed) {
             let mut pending = Vec::new();
             for _ in 0..BATCH {
-                let body = format!("{queue}/{id}/{seq}");
+                let body = format!("{queue}/{id}.{channel}/{seq}");
                 seq += 1;
                 history.with(|s| s.sent.insert(body.clone()));
                 let published = bounded(ch.basic_publish(
