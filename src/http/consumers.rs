@@ -2,7 +2,7 @@
 //! details from the connection registry, in RabbitMQ's JSON.
 
 use super::{ApiError, AppState, Authenticated};
-use crate::queue::remote::REMOTE_CONNECTION;
+use crate::queue::consumer::REMOTE_CONNECTION;
 use axum::extract::{Path, State};
 use axum::Json;
 use serde_json::{json, Value};

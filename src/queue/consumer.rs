@@ -12,6 +12,10 @@ use tokio::sync::mpsc;
 pub const PENDING_WINDOW: u32 = 2048;
 
 /// What a queue tells a consumer's connection.
+/// The connection id of consumers a queue's home node registers for another node's
+/// connections (their own node lists them).
+pub const REMOTE_CONNECTION: u64 = u64::MAX;
+
 #[derive(Debug)]
 pub enum ConsumerEvent {
     /// A message for a consumer.

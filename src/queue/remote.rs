@@ -22,10 +22,6 @@ use std::pin::Pin;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
-/// The connection id of consumers a queue's home node registers for another node's
-/// connections (their own node lists them).
-pub const REMOTE_CONNECTION: u64 = u64::MAX;
-
 /// The bit that marks the owner id of another node's exclusive queue as this node holds it
 /// ([`Home::owner`]): no connection id here has it, so only the owner's node may use it.
 pub const REMOTE_OWNER: u64 = 1 << 63;

@@ -16,10 +16,10 @@ use crate::cluster::node::AppHandler;
 use crate::cluster::{Current, MetaNode};
 use crate::confirm::ConfirmToken;
 use crate::error::{code, CoreError, CoreResult, Kind};
-use crate::queue::consumer::{ChannelLimiter, ConsumerSpec};
+use crate::queue::consumer::{ChannelLimiter, ConsumerSpec, REMOTE_CONNECTION};
 use crate::queue::remote::{
     LinkFuture, RemoteConsumer, RemoteGot, RemoteInfo, RemoteLink, RemoteOp, RemoteReply,
-    WireMessage, REMOTE_CONNECTION,
+    WireMessage,
 };
 use crate::queue::{QueueRef, QueueShared};
 use crate::vhost::VHost;

@@ -4,8 +4,7 @@
 
 use super::{now_ms, Consumer, QueueActor};
 use crate::error::{CoreError, Refusal};
-use crate::queue::consumer::{ConsumerEvent, ConsumerSpec};
-use crate::queue::remote::REMOTE_CONNECTION;
+use crate::queue::consumer::{ConsumerEvent, ConsumerSpec, REMOTE_CONNECTION};
 use crate::queue::QueueRef;
 
 impl QueueActor {
