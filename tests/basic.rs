@@ -4,7 +4,6 @@
 
 mod common;
 
-use amq_protocol::protocol::{basic, AMQPClass};
 use common::*;
 use futures_lite::StreamExt;
 use lapin::message::Delivery;
@@ -311,19 +310,7 @@ async fn deliveries_still_queued_for_a_reset_connection_go_back_to_the_queue() {
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
     let mut raw = common::raw::Raw::open(b.server.amqp_addr).await;
-    raw.send(&common::raw::method(
-        1,
-        AMQPClass::Basic(basic::AMQPMethod::Consume(basic::Consume {
-            queue: "inflight".into(),
-            consumer_tag: "unread".into(),
-            no_local: false,
-            no_ack: false,
-            exclusive: false,
-            nowait: false,
-            arguments: FieldTable::default(),
-        })),
-    ))
-    .await;
+    raw.send(&common::raw::consume("inflight", "unread")).await;
     // The client reads nothing: the socket buffers fill and the rest waits for the connection.
     let start = std::time::Instant::now();
     while ready(&ch, "inflight").await > 0 {

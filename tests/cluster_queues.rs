@@ -18,7 +18,6 @@
 
 mod common;
 
-use amq_protocol::protocol::{basic, AMQPClass};
 use common::cluster::*;
 use common::cluster_amqp::*;
 use common::http::request;
@@ -570,19 +569,7 @@ async fn exclusive_queues_are_locked_elsewhere_dead_letters_cross_nodes_and_bala
         .expect("declare slow on a");
     publish_confirmed(&a, "", "slow", "s", 1).await;
     let mut raw = common::raw::Raw::open(([127, 0, 0, 1], specs[2].amqp).into()).await;
-    raw.send(&common::raw::method(
-        1,
-        AMQPClass::Basic(basic::AMQPMethod::Consume(basic::Consume {
-            queue: "slow".into(),
-            consumer_tag: "stuck".into(),
-            no_local: false,
-            no_ack: false,
-            exclusive: false,
-            nowait: false,
-            arguments: FieldTable::default(),
-        })),
-    ))
-    .await;
+    raw.send(&common::raw::consume("slow", "stuck")).await;
     let closed = tokio::time::timeout(STEP, raw.channel_close_code()).await;
     assert_eq!(closed.expect("closed in time"), Some((1, 406)));
     eventually_count(&a, "slow", 1, "the held message is back at home").await;
@@ -595,19 +582,7 @@ async fn exclusive_queues_are_locked_elsewhere_dead_letters_cross_nodes_and_bala
     let sent = publish_big(&on_a, "inflight", 2_000).await;
     eventually_count(&a, "inflight", sent, "all published").await;
     let mut raw = common::raw::Raw::open(([127, 0, 0, 1], specs[2].amqp).into()).await;
-    raw.send(&common::raw::method(
-        1,
-        AMQPClass::Basic(basic::AMQPMethod::Consume(basic::Consume {
-            queue: "inflight".into(),
-            consumer_tag: "unread".into(),
-            no_local: false,
-            no_ack: false,
-            exclusive: false,
-            nowait: false,
-            arguments: FieldTable::default(),
-        })),
-    ))
-    .await;
+    raw.send(&common::raw::consume("inflight", "unread")).await;
     // The client reads nothing: the socket buffers fill, c's connection stops taking
     // deliveries (its channel's unacked count stands still) and the rest waits on c.
     eventually_count(&a, "inflight", 0, "all handed out to c").await;

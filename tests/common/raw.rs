@@ -2,7 +2,7 @@
 //! test send arbitrary bytes and read back the frames (or the socket close) that result.
 
 use amq_protocol::frame::{gen_frame, parsing::parse_frame, AMQPFrame};
-use amq_protocol::protocol::{channel, connection, AMQPClass};
+use amq_protocol::protocol::{basic, channel, connection, AMQPClass};
 use amq_protocol::types::FieldTable;
 use std::net::SocketAddr;
 use std::time::Duration;
@@ -23,6 +23,22 @@ pub fn frame_bytes(f: &AMQPFrame) -> Vec<u8> {
 /// A method frame.
 pub fn method(channel: u16, m: AMQPClass) -> Vec<u8> {
     frame_bytes(&AMQPFrame::Method(channel, m))
+}
+
+/// basic.consume of `queue` on channel 1 with tag `tag`, acks required (no arguments).
+pub fn consume(queue: &str, tag: &str) -> Vec<u8> {
+    method(
+        1,
+        AMQPClass::Basic(basic::AMQPMethod::Consume(basic::Consume {
+            queue: queue.into(),
+            consumer_tag: tag.into(),
+            no_local: false,
+            no_ack: false,
+            exclusive: false,
+            nowait: false,
+            arguments: FieldTable::default(),
+        })),
+    )
 }
 
 impl Raw {
