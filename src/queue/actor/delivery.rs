@@ -42,7 +42,7 @@ impl QueueActor {
     /// whose journal failed a write (its node may no longer lead) hands nothing out until
     /// it is started again from the group.
     pub(super) fn may_hand_out(&mut self, seq: u64) -> bool {
-        let Some(journal) = self.shared.journal.clone() else {
+        let Some(journal) = self.shared.journal.as_ref() else {
             return true;
         };
         if journal.broken() {
