@@ -291,9 +291,14 @@ pub enum Precondition {
         /// The limit.
         max: usize,
     },
-    /// Binding arguments a headers exchange cannot use (`x-match`).
+    /// A binding an exchange's type cannot use (a headers exchange's `x-match`, a
+    /// consistent-hash exchange's weight).
     #[error("{0}")]
     BindingArgs(String),
+    /// Declare arguments a new exchange's type cannot use (RabbitMQ checks them only when it
+    /// creates the exchange).
+    #[error("{0}")]
+    ExchangeArgs(String),
 }
 
 impl CoreError {

@@ -70,9 +70,15 @@ async fn overview_reports_product_and_totals() {
         .is_some_and(|v| v.starts_with("3.13")));
     assert_eq!(o["queue_totals"]["messages_ready"], 1);
     assert_eq!(o["object_totals"]["queues"], 1);
-    assert!(o["exchange_types"]
-        .as_array()
-        .is_some_and(|a| a.iter().any(|t| t["name"] == "topic")));
+    for kind in ["topic", "x-consistent-hash", "x-delayed-message"] {
+        assert!(
+            o["exchange_types"]
+                .as_array()
+                .is_some_and(|a| a.iter().any(|t| t["name"] == kind)),
+            "{kind} missing from {}",
+            o["exchange_types"]
+        );
+    }
     let v = request(
         b.server.http_addr,
         "GET",

@@ -1,7 +1,8 @@
 //! Exchanges. Each type only stores and matches its bindings (`direct`, `fanout`, `topic`,
-//! `headers`); this module owns what they share: the binding list, equivalence checks, and the
+//! `headers`, `x-consistent-hash`); this module owns what they share: the binding list, equivalence checks, and the
 //! routing walk through exchange-to-exchange bindings (done by `VHost::route`).
 
+pub mod consistent_hash;
 mod direct;
 mod fanout;
 mod headers;
@@ -45,6 +46,8 @@ pub enum ExchangeKind {
     Topic,
     /// Match on message headers.
     Headers,
+    /// One destination per message, by a hash of its key (`x-consistent-hash`).
+    ConsistentHash,
 }
 
 impl ExchangeKind {
@@ -55,6 +58,7 @@ impl ExchangeKind {
             "fanout" => Self::Fanout,
             "topic" => Self::Topic,
             "headers" => Self::Headers,
+            consistent_hash::TYPE_NAME => Self::ConsistentHash,
             _ => return None,
         })
     }
@@ -66,6 +70,7 @@ impl ExchangeKind {
             Self::Fanout => "fanout",
             Self::Topic => "topic",
             Self::Headers => "headers",
+            Self::ConsistentHash => consistent_hash::TYPE_NAME,
         }
     }
 }
@@ -124,6 +129,7 @@ enum Matcher {
     Fanout(fanout::FanoutBindings),
     Topic(topic::TopicBindings),
     Headers(headers::HeadersBindings),
+    ConsistentHash(consistent_hash::ConsistentHashBindings),
 }
 
 /// The bindings of one exchange: the full list and the type's index.
@@ -162,6 +168,7 @@ impl Bindings {
             Matcher::Headers(m) => {
                 m.bind(&b);
             }
+            Matcher::ConsistentHash(m) => m.bind(&b),
         }
         self.all.push(b);
         true
@@ -191,6 +198,7 @@ impl Bindings {
             Matcher::Headers(m) => {
                 m.unbind(b);
             }
+            Matcher::ConsistentHash(m) => m.unbind(b),
             _ => {}
         }
         true
@@ -226,6 +234,7 @@ impl Bindings {
                 let h = headers.get_or_insert_with(|| msg.headers());
                 m.route(h, out)
             }
+            Matcher::ConsistentHash(m) => m.route(key, msg, headers, out),
         }
     }
 }
@@ -271,6 +280,9 @@ impl Exchange {
             ExchangeKind::Fanout => Matcher::Fanout(Default::default()),
             ExchangeKind::Topic => Matcher::Topic(Default::default()),
             ExchangeKind::Headers => Matcher::Headers(Default::default()),
+            ExchangeKind::ConsistentHash => {
+                Matcher::ConsistentHash(consistent_hash::ConsistentHashBindings::new(&arguments))
+            }
         };
         let alternate = arguments
             .inner()

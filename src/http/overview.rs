@@ -36,6 +36,7 @@ pub(crate) async fn overview(State(b): State<AppState>, _: Authenticated) -> Jso
             {"name": "fanout", "description": "AMQP fanout exchange, as per the AMQP specification", "enabled": true},
             {"name": "headers", "description": "AMQP headers exchange, as per the AMQP specification", "enabled": true},
             {"name": "topic", "description": "AMQP topic exchange, as per the AMQP specification", "enabled": true},
+            {"name": "x-consistent-hash", "description": "Consistent Hashing Exchange", "enabled": true},
             {"name": "x-delayed-message", "description": "Delayed Message Exchange", "enabled": true}
         ],
         "listeners": listeners(&b, &node),

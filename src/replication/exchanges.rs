@@ -433,10 +433,12 @@ impl Broker {
         let Some(node) = self.cluster.get() else {
             return v.exchange_bind(destination, source, key, args);
         };
-        if let Err(CoreError::NotFound { .. }) = v.exchange_bind_checks(destination, source, args) {
+        if let Err(CoreError::NotFound { .. }) =
+            v.exchange_bind_checks(destination, source, key, args)
+        {
             self.catch_up().await;
         }
-        v.exchange_bind_checks(destination, source, args)?;
+        v.exchange_bind_checks(destination, source, key, args)?;
         let put = Command::Put {
             path: binding_path(&v.name, source, key, args, End::Exchange(destination)),
             value: Vec::new(),
@@ -449,7 +451,7 @@ impl Broker {
             .map_err(unavailable)?;
         // A guard stopped it: an end was deleted meanwhile (the checks name which).
         if reply.before.len() <= guards {
-            v.exchange_bind_checks(destination, source, args)?;
+            v.exchange_bind_checks(destination, source, key, args)?;
         }
         self.settled_everywhere().await;
         Ok(())

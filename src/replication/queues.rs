@@ -300,9 +300,9 @@ impl Broker {
         args: &FieldTable,
         connection: u64,
     ) -> CoreResult<()> {
-        let checks = match v.queue_bind_checks(queue, exchange, args, connection) {
+        let checks = match v.queue_bind_checks(queue, exchange, key, args, connection) {
             Err(CoreError::NotFound { .. }) if self.catch_up().await => {
-                v.queue_bind_checks(queue, exchange, args, connection)
+                v.queue_bind_checks(queue, exchange, key, args, connection)
             }
             done => done,
         };
@@ -325,7 +325,7 @@ impl Broker {
         let reply = node.write(guarded).await.map_err(unavailable)?;
         let guards = 1 + usize::from(!super::exchanges::predeclared(exchange));
         if reply.before.len() <= guards {
-            v.queue_bind_checks(queue, exchange, args, connection)?;
+            v.queue_bind_checks(queue, exchange, key, args, connection)?;
         }
         self.settled_everywhere().await;
         Ok(())

@@ -7,7 +7,8 @@
 use super::{value_text, ExchangeOptions, VHost};
 use crate::error::{CoreError, CoreResult, Kind, Precondition, Refusal};
 use crate::exchange::{
-    parse_x_match, resolve_type, Binding, Destination, Exchange, ExchangeKind, DELAYED_TYPE,
+    consistent_hash, parse_x_match, resolve_type, Binding, Destination, Exchange, ExchangeKind,
+    DELAYED_TYPE,
 };
 use crate::store::{BindingDestination, BindingRecord, ExchangeRecord};
 use amq_protocol::types::FieldTable;
@@ -298,6 +299,9 @@ impl VHost {
                 }
                 .into());
             }
+            if kind == ExchangeKind::ConsistentHash {
+                consistent_hash::parse_hash_on(&o.arguments).map_err(Precondition::ExchangeArgs)?;
+            }
             return Ok(Some((kind, delayed)));
         };
         self.check_equivalent(&existing, kind, delayed, type_name, o)?;
@@ -458,9 +462,17 @@ impl VHost {
         Ok(x)
     }
 
-    pub(super) fn check_binding_args(x: &Exchange, args: &FieldTable) -> CoreResult<()> {
-        if x.kind == ExchangeKind::Headers {
-            parse_x_match(args).map_err(Precondition::BindingArgs)?;
+    /// Whether a binding with `key` and `args` suits the exchange's type: a headers exchange's
+    /// `x-match`, a consistent-hash exchange's weight.
+    pub(super) fn check_binding(x: &Exchange, key: &str, args: &FieldTable) -> CoreResult<()> {
+        match x.kind {
+            ExchangeKind::Headers => {
+                parse_x_match(args).map_err(Precondition::BindingArgs)?;
+            }
+            ExchangeKind::ConsistentHash => {
+                consistent_hash::parse_weight(key).map_err(Precondition::BindingArgs)?;
+            }
+            _ => {}
         }
         Ok(())
     }
@@ -473,7 +485,7 @@ impl VHost {
         key: &str,
         args: &FieldTable,
     ) -> CoreResult<()> {
-        let x = self.exchange_bind_checks(destination, source, args)?;
+        let x = self.exchange_bind_checks(destination, source, key, args)?;
         self.add_binding(&x, Binding::to_exchange(destination, key, args));
         Ok(())
     }
@@ -484,10 +496,11 @@ impl VHost {
         &self,
         destination: &str,
         source: &str,
+        key: &str,
         args: &FieldTable,
     ) -> CoreResult<Arc<Exchange>> {
         let x = self.binding_endpoints(source, Some(destination))?;
-        Self::check_binding_args(&x, args)?;
+        Self::check_binding(&x, key, args)?;
         Ok(x)
     }
 

@@ -468,7 +468,7 @@ impl VHost {
         args: &FieldTable,
         connection: u64,
     ) -> CoreResult<()> {
-        let q = self.queue_bind_checks(queue, exchange, args, connection)?;
+        let q = self.queue_bind_checks(queue, exchange, key, args, connection)?;
         let x = self.exchange(exchange)?;
         self.add_binding(
             &x,
@@ -487,13 +487,14 @@ impl VHost {
         &self,
         queue: &str,
         exchange: &str,
+        key: &str,
         args: &FieldTable,
         connection: u64,
     ) -> CoreResult<QueueRef> {
         let q = self.queue(queue)?;
         self.check_exclusive(&q, connection)?;
         let x = self.binding_endpoints(exchange, None)?;
-        Self::check_binding_args(&x, args)?;
+        Self::check_binding(&x, key, args)?;
         Ok(q)
     }
 
