@@ -1,4 +1,4 @@
-//! The store: the only user of redb. Durable exchanges, queues, bindings, vhosts, users and
+//! The store: the only user of redb and of stream segment files (`stream/`). Durable exchanges, queues, bindings, vhosts, users and
 //! persistent messages live in one database file under the data dir. All writes go through the
 //! writer thread (`writer.rs`, group commit); reads (recovery, paging bodies back in) use their
 //! own read transactions and never wait for the writer.
@@ -12,6 +12,7 @@ mod recovery;
 /// Table layout and encodings. Public only for the store's own white-box tests in `tests/`
 /// (schema version, stored hashes); the rest of the broker goes through the typed API.
 pub mod schema;
+pub mod stream;
 mod writer;
 
 pub use meta_tree::{TreeChange, TreeEntry};
