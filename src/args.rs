@@ -37,6 +37,12 @@ pub struct QueueArgs {
     pub delivery_limit: Option<u64>,
     /// x-queue-type is quorum.
     pub quorum: bool,
+    /// x-queue-type is stream.
+    pub stream: bool,
+    /// A stream's x-max-age (or `max-age` policy), milliseconds.
+    pub max_age: Option<u64>,
+    /// A stream's x-stream-max-segment-size-bytes (or policy).
+    pub max_segment_size_bytes: Option<u64>,
     /// x-single-active-consumer.
     pub single_active_consumer: bool,
     /// x-max-priority (1-255).
@@ -81,6 +87,72 @@ pub fn text(v: &AMQPValue) -> Option<String> {
     }
 }
 
+/// The name RabbitMQ gives a field's type in its error texts (`{unacceptable_type,longstr}`).
+pub fn erlang_type(v: &AMQPValue) -> &'static str {
+    match v {
+        AMQPValue::Boolean(_) => "bool",
+        AMQPValue::ShortShortInt(_) => "byte",
+        AMQPValue::ShortShortUInt(_) => "unsignedbyte",
+        AMQPValue::ShortInt(_) => "short",
+        AMQPValue::ShortUInt(_) => "unsignedshort",
+        AMQPValue::LongInt(_) => "signedint",
+        AMQPValue::LongUInt(_) => "unsignedint",
+        AMQPValue::LongLongInt(_) => "long",
+        AMQPValue::Float(_) => "float",
+        AMQPValue::Double(_) => "double",
+        AMQPValue::DecimalValue(_) => "decimal",
+        AMQPValue::ShortString(_) | AMQPValue::LongString(_) => "longstr",
+        AMQPValue::FieldArray(_) => "array",
+        AMQPValue::Timestamp(_) => "timestamp",
+        AMQPValue::FieldTable(_) => "table",
+        AMQPValue::ByteArray(_) => "binary",
+        AMQPValue::Void => "void",
+    }
+}
+
+/// Queue arguments of other queue types that a stream refuses (RabbitMQ: every type's
+/// arguments but the stream's own).
+const NOT_FOR_STREAMS: &[&str] = &[
+    "x-expires",
+    "x-message-ttl",
+    "x-dead-letter-exchange",
+    "x-dead-letter-routing-key",
+    "x-dead-letter-strategy",
+    "x-max-length",
+    "x-max-in-memory-length",
+    "x-max-in-memory-bytes",
+    "x-max-priority",
+    "x-overflow",
+    "x-queue-mode",
+    "x-queue-version",
+    "x-queue-master-locator",
+    "x-single-active-consumer",
+    "x-delivery-limit",
+    "x-quorum-initial-group-size",
+    "x-consumer-timeout",
+];
+
+/// The largest `x-stream-max-segment-size-bytes` RabbitMQ accepts.
+const MAX_SEGMENT_SIZE: u64 = 3_000_000_000;
+
+/// A duration as RabbitMQ writes `x-max-age` and interval offsets (`7D`, `12h`: a positive
+/// integer and one of Y M D h m s), in milliseconds.
+pub fn parse_max_age(text: &str) -> Option<u64> {
+    let split = text.find(|c: char| !c.is_ascii_digit())?;
+    let (digits, unit) = text.split_at(split);
+    let n: u64 = digits.parse().ok().filter(|n| *n > 0)?;
+    let unit_ms: u64 = match unit {
+        "Y" => 365 * 86_400_000,
+        "M" => 30 * 86_400_000,
+        "D" => 86_400_000,
+        "h" => 3_600_000,
+        "m" => 60_000,
+        "s" => 1000,
+        _ => return None,
+    };
+    Some(n.saturating_mul(unit_ms))
+}
+
 impl QueueArgs {
     /// Parses and validates the arguments of queue `queue` in `vhost` (named in errors).
     pub fn parse(args: &FieldTable, queue: &str, vhost: &str) -> CoreResult<QueueArgs> {
@@ -100,16 +172,19 @@ impl QueueArgs {
                 Some(v) => match integer(v) {
                     Some(n) if n >= 0 => Ok(Some(n.min(i128::from(u64::MAX)) as u64)),
                     Some(n) => Err(invalid(key, format!("{{value_negative,{n}}}"))),
-                    None => Err(invalid(key, format!("{{unacceptable_type,{v:?}}}"))),
+                    None => Err(invalid(
+                        key,
+                        format!("{{unacceptable_type,{}}}", erlang_type(v)),
+                    )),
                 },
             }
         };
         let string = |key: &str| -> CoreResult<Option<String>> {
             match get(key) {
                 None => Ok(None),
-                Some(v) => text(v)
-                    .map(Some)
-                    .ok_or_else(|| invalid(key, format!("{{unacceptable_type,{v:?}}}"))),
+                Some(v) => text(v).map(Some).ok_or_else(|| {
+                    invalid(key, format!("{{unacceptable_type,{}}}", erlang_type(v)))
+                }),
             }
         };
         let overflow = match string("x-overflow")?.as_deref() {
@@ -135,15 +210,10 @@ impl QueueArgs {
                 }
             },
         };
-        let quorum = match string("x-queue-type")?.as_deref() {
-            None | Some("classic") => false,
-            Some("quorum") => true,
-            Some("stream") => {
-                return Err(invalid(
-                    "x-queue-type",
-                    "stream queues are not supported yet".into(),
-                ))
-            }
+        let (quorum, stream) = match string("x-queue-type")?.as_deref() {
+            None | Some("classic") => (false, false),
+            Some("quorum") => (true, false),
+            Some("stream") => (false, true),
             Some(other) => {
                 return Err(invalid(
                     "x-queue-type",
@@ -151,6 +221,52 @@ impl QueueArgs {
                 ))
             }
         };
+        if stream {
+            if let Some(arg) = NOT_FOR_STREAMS.iter().find(|k| get(k).is_some()) {
+                return Err(Precondition::ArgForType {
+                    arg: (*arg).to_owned(),
+                    queue: queue.to_owned(),
+                    vhost: vhost.to_owned(),
+                    queue_type: "rabbit_stream_queue",
+                }
+                .into());
+            }
+        }
+        let max_age = match get("x-max-age") {
+            None => None,
+            Some(v @ AMQPValue::LongString(_)) => Some(
+                text(v)
+                    .as_deref()
+                    .and_then(parse_max_age)
+                    .ok_or_else(|| invalid("x-max-age", "invalid_max_age".into()))?,
+            ),
+            Some(v) => {
+                return Err(invalid(
+                    "x-max-age",
+                    format!("{{unacceptable_type,{}}}", erlang_type(v)),
+                ))
+            }
+        };
+        let max_segment_size_bytes = non_negative("x-stream-max-segment-size-bytes")?;
+        if max_segment_size_bytes.is_some_and(|n| n > MAX_SEGMENT_SIZE) {
+            return Err(Precondition::StreamArg(
+                "Exceeded max value for x-stream-max-segment-size-bytes",
+            )
+            .into());
+        }
+        match get("x-stream-filter-size-bytes").map(integer) {
+            None | Some(Some(16..=255)) => {}
+            Some(Some(_)) => {
+                return Err(
+                    Precondition::StreamArg("Invalid value for x-stream-filter-size-bytes").into(),
+                )
+            }
+            Some(None) => {
+                return Err(
+                    Precondition::StreamArg("Invalid type for x-stream-filter-size-bytes").into(),
+                )
+            }
+        }
         let delivery_limit = non_negative("x-delivery-limit")?.or(quorum.then_some(20));
         let max_priority = match non_negative("x-max-priority")? {
             None => None,
@@ -163,7 +279,7 @@ impl QueueArgs {
             Some(v) => {
                 return Err(invalid(
                     "x-single-active-consumer",
-                    format!("{{unacceptable_type,{v:?}}}"),
+                    format!("{{unacceptable_type,{}}}", erlang_type(v)),
                 ))
             }
         };
@@ -178,7 +294,7 @@ impl QueueArgs {
             Some(v) => {
                 return Err(invalid(
                     "x-queue-leader-locator",
-                    format!("{{unacceptable_type,{v:?}}}"),
+                    format!("{{unacceptable_type,{}}}", erlang_type(v)),
                 ))
             }
         };
@@ -193,6 +309,9 @@ impl QueueArgs {
             expires,
             delivery_limit,
             quorum,
+            stream,
+            max_age,
+            max_segment_size_bytes,
             single_active_consumer,
             max_priority,
             consumer_timeout: non_negative("x-consumer-timeout")?,
@@ -215,6 +334,18 @@ impl QueueArgs {
             (a, b) => a.or(b),
         };
         let mut out = self.clone();
+        if self.stream {
+            // A stream's limits: the policy wins, as in RabbitMQ.
+            out.max_length_bytes = num("max-length-bytes").or(self.max_length_bytes);
+            out.max_age = text("max-age")
+                .as_deref()
+                .and_then(parse_max_age)
+                .or(self.max_age);
+            out.max_segment_size_bytes = num("stream-max-segment-size-bytes")
+                .filter(|n| *n <= MAX_SEGMENT_SIZE)
+                .or(self.max_segment_size_bytes);
+            return out;
+        }
         out.message_ttl = low(self.message_ttl, "message-ttl");
         out.max_length = low(self.max_length, "max-length");
         out.max_length_bytes = low(self.max_length_bytes, "max-length-bytes");
@@ -321,7 +452,7 @@ mod tests {
             table(&[("x-message-ttl", AMQPValue::LongString("1".into()))]),
             table(&[("x-overflow", AMQPValue::LongString("explode".into()))]),
             table(&[("x-expires", AMQPValue::LongInt(0))]),
-            table(&[("x-queue-type", AMQPValue::LongString("stream".into()))]),
+            table(&[("x-queue-type", AMQPValue::LongString("streams".into()))]),
         ] {
             let e = QueueArgs::parse(&bad, "q", "/").expect_err("invalid");
             assert_eq!(e.reply_code(), 406);
@@ -364,6 +495,65 @@ mod tests {
         assert_eq!(
             q.with_policy(&quorum, &Default::default()).delivery_limit,
             Some(20)
+        );
+    }
+
+    #[test]
+    fn stream_arguments_as_rabbitmq_checks_them() {
+        let stream = |extra: &[(&str, AMQPValue)]| {
+            let mut pairs = vec![("x-queue-type", AMQPValue::LongString("stream".into()))];
+            pairs.extend(extra.iter().cloned());
+            QueueArgs::parse(&table(&pairs), "s", "/")
+        };
+        let ok = stream(&[
+            ("x-max-age", AMQPValue::LongString("7D".into())),
+            ("x-max-length-bytes", AMQPValue::LongInt(1000)),
+            ("x-stream-max-segment-size-bytes", AMQPValue::LongInt(5000)),
+            ("x-stream-filter-size-bytes", AMQPValue::ShortShortUInt(16)),
+            (
+                "x-queue-leader-locator",
+                AMQPValue::LongString("balanced".into()),
+            ),
+        ])
+        .expect("valid");
+        assert!(ok.stream && !ok.quorum);
+        assert_eq!(ok.max_age, Some(7 * 86_400_000));
+        assert_eq!(ok.max_segment_size_bytes, Some(5000));
+        let err = |extra: &[(&str, AMQPValue)]| stream(extra).expect_err("invalid").to_string();
+        assert_eq!(
+            err(&[("x-message-ttl", AMQPValue::LongInt(1))]),
+            "invalid arg 'x-message-ttl' for queue 's' in vhost '/' of queue type rabbit_stream_queue"
+        );
+        assert_eq!(
+            err(&[("x-max-age", AMQPValue::LongString("7X".into()))]),
+            "invalid arg 'x-max-age' for queue 's' in vhost '/': invalid_max_age"
+        );
+        assert_eq!(
+            err(&[("x-stream-filter-size-bytes", AMQPValue::LongInt(300))]),
+            "Invalid value for x-stream-filter-size-bytes"
+        );
+        assert_eq!(
+            err(&[(
+                "x-stream-max-segment-size-bytes",
+                AMQPValue::LongLongInt(3_000_000_001)
+            )]),
+            "Exceeded max value for x-stream-max-segment-size-bytes"
+        );
+        assert_eq!(parse_max_age("12h"), Some(12 * 3_600_000));
+        for bad in ["0D", "D", "5", "5d", "-1h", ""] {
+            assert_eq!(parse_max_age(bad), None, "{bad}");
+        }
+        // A policy's limits win over the arguments.
+        let declared = table(&[
+            ("x-queue-type", AMQPValue::LongString("stream".into())),
+            ("x-max-age", AMQPValue::LongString("1D".into())),
+        ]);
+        let a = QueueArgs::parse(&declared, "s", "/").expect("valid");
+        let def = serde_json::json!({"max-age": "2D", "max-length-bytes": 99});
+        let e = a.with_policy(&declared, def.as_object().expect("object"));
+        assert_eq!(
+            (e.max_age, e.max_length_bytes),
+            (Some(2 * 86_400_000), Some(99))
         );
     }
 

@@ -133,6 +133,10 @@ pub enum CoreError {
         /// Its vhost.
         vhost: String,
     },
+    /// What the queue's type does not do (basic.get, purge or no-ack consumers of a
+    /// stream): 540, which closes the connection.
+    #[error("{0}")]
+    NotImplemented(String),
     /// An operation carried out on a queue's home node failed there, with this reply code
     /// and text.
     #[error("{text}")]
@@ -247,7 +251,33 @@ pub enum Precondition {
         /// What is wrong with the value.
         why: String,
     },
-    /// A property a quorum queue cannot have.
+    /// A declare or consume argument the queue's type does not take (RabbitMQ's text names
+    /// the type by its module).
+    #[error(
+        "invalid arg '{arg}' for queue '{queue}' in vhost '{vhost}' of queue type {queue_type}"
+    )]
+    ArgForType {
+        /// The argument.
+        arg: String,
+        /// The queue.
+        queue: String,
+        /// Its vhost.
+        vhost: String,
+        /// `rabbit_stream_queue`.
+        queue_type: &'static str,
+    },
+    /// A stream argument out of its range, with RabbitMQ's text.
+    #[error("{0}")]
+    StreamArg(&'static str),
+    /// A consumer of a stream without a prefetch (streams hand out credit, not messages).
+    #[error("consumer prefetch count is not set for stream queue '{queue}' in vhost '{vhost}'")]
+    NoPrefetch {
+        /// The queue.
+        queue: String,
+        /// Its vhost.
+        vhost: String,
+    },
+    /// A property a quorum or stream queue cannot have.
     #[error("invalid property '{property}' for queue '{queue}' in vhost '{vhost}'")]
     QueueProperty {
         /// `non-durable`, `exclusive-owner`, `auto-delete`.
@@ -319,6 +349,7 @@ impl CoreError {
             CoreError::AccessRefused(_) => code::ACCESS_REFUSED,
             CoreError::Locked { .. } => code::RESOURCE_LOCKED,
             CoreError::PreconditionFailed(_) => code::PRECONDITION_FAILED,
+            CoreError::NotImplemented(_) => code::NOT_IMPLEMENTED,
             CoreError::Internal(_) | CoreError::Unavailable(_) => code::INTERNAL_ERROR,
         }
     }

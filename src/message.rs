@@ -200,12 +200,17 @@ impl Message {
 
     /// A copy carrying `x-delivery-count` (a redelivery from a queue with a delivery limit).
     pub fn with_delivery_count(&self, count: u32) -> Message {
+        self.with_header(
+            "x-delivery-count",
+            amq_protocol::types::AMQPValue::LongLongInt(i64::from(count)),
+        )
+    }
+
+    /// A copy with one header set (replaced if the publisher set it).
+    pub fn with_header(&self, name: &str, value: amq_protocol::types::AMQPValue) -> Message {
         let props = self.properties();
         let mut headers = props.headers().clone().unwrap_or_default();
-        headers.insert(
-            "x-delivery-count".into(),
-            amq_protocol::types::AMQPValue::LongLongInt(i64::from(count)),
-        );
+        headers.insert(name.into(), value);
         self.with_properties(&props.with_headers(headers), None, None)
     }
 

@@ -270,12 +270,13 @@ impl Policy {
         })
     }
 
-    fn matches_queue(&self, name: &str, quorum: bool) -> bool {
+    fn matches_queue(&self, name: &str, queue: &QueueArgs) -> bool {
         let kind = match self.apply_to {
             ApplyTo::All | ApplyTo::Queues => true,
-            ApplyTo::ClassicQueues => !quorum,
-            ApplyTo::QuorumQueues => quorum,
-            ApplyTo::Exchanges | ApplyTo::Streams => false,
+            ApplyTo::ClassicQueues => !queue.quorum && !queue.stream,
+            ApplyTo::QuorumQueues => queue.quorum,
+            ApplyTo::Streams => queue.stream,
+            ApplyTo::Exchanges => false,
         };
         kind && self.regex.is_match(name)
     }
@@ -410,7 +411,7 @@ impl PolicySet {
         let pick = |l: &RwLock<Vec<Arc<Policy>>>| {
             l.read()
                 .ok()
-                .and_then(|l| best(&l, |p| p.matches_queue(name, declared.quorum)))
+                .and_then(|l| best(&l, |p| p.matches_queue(name, declared)))
         };
         let (policy, operator_policy) = (pick(&self.policies), pick(&self.operator));
         let definition = merge(policy.as_deref(), operator_policy.as_deref());

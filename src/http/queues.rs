@@ -57,7 +57,7 @@ fn describe_with(q: &QueueRef, info: &crate::queue::QueueInfo, node: &str) -> Va
         "auto_delete": q.auto_delete,
         "exclusive": q.exclusive_owner.is_some(),
         "arguments": arguments,
-        "type": if q.args.quorum { "quorum" } else { "classic" },
+        "type": if q.args.quorum { "quorum" } else if q.args.stream { "stream" } else { "classic" },
         "state": "running",
         "messages": info.messages_ready + info.messages_unacknowledged,
         "messages_ready": info.messages_ready,

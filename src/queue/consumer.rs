@@ -89,6 +89,29 @@ pub struct Delivery {
     pub pending: Arc<AtomicU32>,
 }
 
+impl Delivery {
+    /// A delivery of `msg` (queue sequence `seq`) to consumer `spec`.
+    pub fn to(
+        spec: &ConsumerSpec,
+        queue: QueueRef,
+        seq: u64,
+        redelivered: bool,
+        msg: Arc<Message>,
+    ) -> Delivery {
+        Delivery {
+            channel: spec.channel,
+            tag: spec.tag.clone(),
+            consumer: spec.id,
+            queue,
+            seq,
+            redelivered,
+            msg,
+            no_ack: spec.no_ack,
+            pending: spec.pending.clone(),
+        }
+    }
+}
+
 /// Sender into a connection's inbox.
 pub type ConsumerSink = mpsc::UnboundedSender<ConsumerEvent>;
 
@@ -130,6 +153,8 @@ pub struct ConsumerSpec {
     pub priority: i32,
     /// Milliseconds a delivery may stay unacknowledged (0: no limit).
     pub timeout: u64,
+    /// Where a consumer of a stream starts (`x-stream-offset`; None: `next`).
+    pub stream_offset: Option<crate::store::stream::OffsetSpec>,
 }
 
 /// Channel-wide prefetch (basic.qos global=true), shared by the channel's consumers on all queues.

@@ -1,6 +1,7 @@
-//! Queues. Each queue is one tokio task (`actor.rs`) that owns its messages and consumers
-//! outright; everyone else holds a `QueueRef` and talks to it through a bounded mailbox, whose
-//! bound is the backpressure that slows publishers when a queue cannot keep up.
+//! Queues. Each queue is one tokio task (`actor/`; a stream's is `stream/`, over its segment
+//! log) that owns its messages and consumers outright; everyone else holds a `QueueRef` and
+//! talks to it through a bounded mailbox, whose bound is the backpressure that slows
+//! publishers when a queue cannot keep up.
 
 mod actor;
 pub mod consumer;
@@ -11,6 +12,7 @@ pub mod journal;
 mod ready;
 pub mod remote;
 pub mod stats;
+pub mod stream;
 
 use crate::confirm::ConfirmToken;
 use crate::error::{CoreError, CoreResult, Kind};
@@ -271,7 +273,11 @@ impl QueueShared {
             handover: Default::default(),
             instance: rand::random(),
         });
-        actor::start(q.clone(), host, rx, Vec::new(), None, Vec::new());
+        if q.args.stream {
+            stream::start(q.clone(), host, rx);
+        } else {
+            actor::start(q.clone(), host, rx, Vec::new(), None, Vec::new());
+        }
         q
     }
 
@@ -387,7 +393,11 @@ impl QueueShared {
             handover: Default::default(),
             instance: rand::random(),
         });
-        actor::start(q.clone(), host, rx, r.messages, r.delivered, Vec::new());
+        if q.args.stream {
+            stream::start(q.clone(), host, rx);
+        } else {
+            actor::start(q.clone(), host, rx, r.messages, r.delivered, Vec::new());
+        }
         q
     }
 
@@ -469,10 +479,10 @@ impl QueueShared {
     }
 
     /// Whether a message published to this queue is written to the store (or, for a
-    /// replicated queue, to its journal: every message, persistent or not, as RabbitMQ's
-    /// quorum queues keep them).
+    /// replicated queue, to its journal, or a stream's log: every message, persistent or not,
+    /// as RabbitMQ's quorum queues and streams keep them).
     pub fn persists(&self, msg: &Message) -> bool {
-        self.journal.is_some() || (self.store_id.is_some() && msg.persistent)
+        self.journal.is_some() || self.args.stream || (self.store_id.is_some() && msg.persistent)
     }
 
     /// Enqueues a message; the token (if any) completes once the message is stored.
@@ -615,11 +625,23 @@ impl QueueShared {
 
     /// basic.get.
     pub async fn get(&self, no_ack: bool) -> CoreResult<Option<GetResult>> {
+        if self.args.stream {
+            return Err(CoreError::NotImplemented(format!(
+                "basic.get not supported by stream queues {}",
+                self.describe()
+            )));
+        }
         self.ask(|r| QueueCmd::Get(no_ack, r)).await
     }
 
     /// Drops every ready message; returns how many.
     pub async fn purge(&self) -> CoreResult<u32> {
+        if self.args.stream {
+            return Err(CoreError::NotImplemented(format!(
+                "queue.purge not supported by stream queues {}",
+                self.describe()
+            )));
+        }
         self.ask(QueueCmd::Purge).await
     }
 

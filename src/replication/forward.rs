@@ -560,6 +560,7 @@ impl Forwarder {
             pending: pending.clone(),
             priority: c.priority,
             timeout: c.timeout,
+            stream_offset: None,
         })
         .await?;
         let key = (origin.clone(), c.id);

@@ -97,6 +97,8 @@ struct Inner {
     next_queue_id: AtomicU64,
     submitted: AtomicU64,
     paging: Arc<paging::Paging>,
+    /// Where stream queues keep their segment logs, one directory per queue id.
+    streams: PathBuf,
 }
 
 fn io<E: std::fmt::Display>(e: E) -> StoreError {
@@ -141,7 +143,8 @@ impl Store {
                 .set_cache_size(cache_bytes)
                 .create(&reopen_path)
         });
-        Self::start(db, path, reopen, paging::Paging::new(dir, window))
+        let streams = dir.join("streams");
+        Self::start(db, path, reopen, paging::Paging::new(dir, window), streams)
     }
 
     /// Opens a store on another redb backend (tests inject failing storage this way).
@@ -159,7 +162,8 @@ impl Store {
             Box::new(move || Database::builder().create_with_backend(make()));
         let dir = std::env::temp_dir().join(format!("warren-backend-{}", std::process::id()));
         let paging = paging::Paging::new(&dir, paging::Window::default());
-        Self::start(db, PathBuf::from("<backend>"), reopen, paging)
+        let streams = dir.join("streams");
+        Self::start(db, PathBuf::from("<backend>"), reopen, paging, streams)
     }
 
     /// Checks the schema version, recovers, and starts the writer.
@@ -168,6 +172,7 @@ impl Store {
         path: PathBuf,
         reopen: writer::Reopen,
         paging: Arc<paging::Paging>,
+        streams: PathBuf,
     ) -> Result<(Store, Recovered), StoreError> {
         let found = {
             let txn = db.begin_write().map_err(io)?;
@@ -211,6 +216,7 @@ impl Store {
                     next_queue_id: AtomicU64::new(1),
                     submitted: AtomicU64::new(0),
                     paging,
+                    streams,
                 }),
             },
             recovered,
@@ -220,6 +226,15 @@ impl Store {
     /// Where queues page out the messages beyond their in-memory window.
     pub fn paging(&self) -> &Arc<paging::Paging> {
         &self.inner.paging
+    }
+
+    /// Opens (or creates) the segment log of the stream queue `id`, repairing a torn tail.
+    pub fn open_stream(
+        &self,
+        id: u64,
+        options: stream::LogOptions,
+    ) -> Result<stream::StreamLog, stream::StreamLogError> {
+        stream::StreamLog::open(&self.inner.streams.join(id.to_string()), options)
     }
 
     /// Makes sure new queue ids start above every recovered one.

@@ -311,8 +311,8 @@ impl VHost {
             .into());
         }
         let args = QueueArgs::parse(&o.arguments, name, &self.name)?;
-        if args.quorum {
-            // What a single-node quorum queue lets a client observe: RabbitMQ's declare rules.
+        if args.quorum || args.stream {
+            // What a quorum or stream queue lets a client observe: RabbitMQ's declare rules.
             let refuse = |property: &'static str| -> CoreError {
                 Precondition::QueueProperty {
                     property,

@@ -112,6 +112,17 @@ impl Session {
                 "reached maximum ({max}) of consumers per channel"
             )));
         }
+        let stream_offset = if q.args.stream {
+            Some(crate::queue::stream::consume_offset(
+                &q,
+                &c.arguments,
+                c.no_ack,
+                ch.prefetch,
+                ch.limiter.limit(),
+            )?)
+        } else {
+            None
+        };
         let Some(priority) = crate::args::consumer_priority(&c.arguments) else {
             return Err(AmqpError::precondition_failed(format!(
                 "invalid arg 'x-priority' for consumer on {}",
@@ -135,6 +146,7 @@ impl Session {
             timeout: crate::args::consumer_timeout(&c.arguments)
                 .or(q.applied().args.consumer_timeout)
                 .unwrap_or(self.broker.config.consumer_timeout),
+            stream_offset,
         })
         .await?;
         ch.consumers

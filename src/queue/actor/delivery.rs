@@ -159,17 +159,7 @@ impl QueueActor {
                 );
             }
             c.spec.pending.fetch_add(1, Ordering::AcqRel);
-            let d = Delivery {
-                channel: c.spec.channel,
-                tag: c.spec.tag.clone(),
-                consumer: c.spec.id,
-                queue: self.shared.clone(),
-                seq,
-                redelivered,
-                msg: sent,
-                no_ack: c.spec.no_ack,
-                pending: c.spec.pending.clone(),
-            };
+            let d = Delivery::to(&c.spec, self.shared.clone(), seq, redelivered, sent);
             if let Err(mpsc::error::SendError(ConsumerEvent::Deliver(d))) =
                 c.spec.sink.send(ConsumerEvent::Deliver(d))
             {

@@ -263,12 +263,19 @@ impl ChunkBuilder {
 
     /// Appends a one-record entry; false (and nothing added) when it does not fit.
     pub fn push_simple(&mut self, body: &[u8]) -> bool {
-        if !self.fits(body.len()) {
+        self.push_simple_parts(&[body])
+    }
+
+    /// Appends a one-record entry whose body is `parts` one after the other.
+    pub fn push_simple_parts(&mut self, parts: &[&[u8]]) -> bool {
+        let len: usize = parts.iter().map(|p| p.len()).sum();
+        if !self.fits(len) {
             return false;
         }
-        self.buf
-            .extend_from_slice(&(body.len() as u32).to_be_bytes());
-        self.buf.extend_from_slice(body);
+        self.buf.extend_from_slice(&(len as u32).to_be_bytes());
+        for p in parts {
+            self.buf.extend_from_slice(p);
+        }
         self.entries += 1;
         self.records += 1;
         true

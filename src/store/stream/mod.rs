@@ -13,6 +13,7 @@
 
 pub mod chunk;
 pub mod index;
+pub mod record;
 mod segment;
 
 use chunk::{ChunkBuilder, ChunkHeader};

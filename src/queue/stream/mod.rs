@@ -1,0 +1,397 @@
+//! Stream queues (`x-queue-type: stream`) over AMQP 0-9-1: an append-only log that any
+//! number of consumers read from an offset of their choosing, as RabbitMQ's stream queues.
+//! The queue's task owns the segment log (`store::stream`). Publishes that arrive while the
+//! previous write is under way are gathered into the next chunk, and each chunk is written
+//! and synced off the task (the blocking pool) before its publishers are confirmed: a
+//! confirm means the message is on disk, as on every other queue. Consumers read chunks
+//! through their own file handles, never past what is synced, within their prefetch: an ack
+//! (or a nack, or a reject) only gives credit back, nothing is removed. Retention
+//! (`x-max-length-bytes`, `x-max-age` and their policies) deletes whole old segments after
+//! writes and on every statistics sample.
+
+mod consumers;
+
+pub use consumers::consume_offset;
+
+use super::actor::Mailbox;
+use super::stats::{Counter, Stats};
+use super::{QueueCmd, QueueRef};
+use crate::confirm::ConfirmToken;
+use crate::error::{CoreError, Kind, Precondition};
+use crate::store::stream::chunk::ChunkBuilder;
+use crate::store::stream::{record, LogOptions, StreamLog, StreamLogError};
+use crate::store::{Op, Store};
+use consumers::StreamConsumer;
+use std::sync::Arc;
+use tokio::task::JoinHandle;
+
+/// Commands handled per wake-up.
+const BATCH: usize = 512;
+
+/// A chunk is closed at this many bytes of records and the next one started.
+const CHUNK_BYTES: usize = 1 << 20;
+
+/// What a write on the blocking pool gives back: the log and the write's outcome.
+type Written = (StreamLog, Result<(), StreamLogError>);
+
+/// A write under way on the blocking pool.
+type Write = JoinHandle<Written>;
+
+struct StreamQueue {
+    shared: QueueRef,
+    args: Arc<crate::args::QueueArgs>,
+    store: Store,
+    /// None while a write has it (or when it could not be opened: `broken`).
+    log: Option<StreamLog>,
+    /// The log failed: publishes are refused (negative confirms) until a restart.
+    broken: bool,
+    /// The offset after the last synced record: readers never go past it.
+    committed: u64,
+    /// The oldest offset kept (as of the last time the log was here).
+    first: u64,
+    /// Chunks gathered for the next write, and their publishers' tokens.
+    chunks: Vec<ChunkBuilder>,
+    tokens: Vec<ConfirmToken>,
+    consumers: Vec<StreamConsumer>,
+    /// Delivery sequence number -> consumer id, for the credit an ack returns.
+    unacked: rustc_hash::FxHashMap<u64, u64>,
+    next_seq: u64,
+    stats: Stats,
+    last_activity: u64,
+    stopped: bool,
+    /// The queue was deleted: its files go once the last write is back.
+    deleting: Option<tokio::sync::oneshot::Sender<crate::error::CoreResult<u32>>>,
+}
+
+fn log_options(args: &crate::args::QueueArgs) -> LogOptions {
+    let mut o = LogOptions::default();
+    if let Some(n) = args.max_segment_size_bytes.filter(|n| *n > 0) {
+        o.max_segment_bytes = n;
+    }
+    o
+}
+
+/// Starts the task of stream queue `shared`, opening (or creating) its log.
+pub(super) fn start<H: super::QueueHost>(shared: QueueRef, host: &Arc<H>, rx: Mailbox) {
+    let store = host.store().clone();
+    let args = shared.applied().args.clone();
+    let log = match shared.store_id {
+        Some(id) => match store.open_stream(id, log_options(&args)) {
+            Ok(log) => Some(log),
+            Err(e) => {
+                tracing::error!(queue = %shared.name, error = %e, "cannot open the stream's log");
+                None
+            }
+        },
+        None => None,
+    };
+    let committed = log.as_ref().map_or(0, |l| l.next_offset());
+    let first = log.as_ref().map_or(0, |l| l.first_offset());
+    let q = StreamQueue {
+        broken: log.is_none(),
+        shared,
+        args,
+        store,
+        log,
+        committed,
+        first,
+        chunks: Vec::new(),
+        tokens: Vec::new(),
+        consumers: Vec::new(),
+        unacked: Default::default(),
+        next_seq: 1,
+        stats: Stats::default(),
+        last_activity: crate::clock::unix_ms(),
+        stopped: false,
+        deleting: None,
+    };
+    tokio::spawn(q.run(rx));
+}
+
+/// Waits for the write under way (forever when there is none): its outcome and its tokens.
+async fn finish(
+    w: &mut Option<(Write, Vec<ConfirmToken>)>,
+) -> (Result<Written, tokio::task::JoinError>, Vec<ConfirmToken>) {
+    match w.as_mut() {
+        Some((handle, _)) => {
+            let r = handle.await;
+            let tokens = w.take().map(|(_, t)| t).unwrap_or_default();
+            (r, tokens)
+        }
+        None => std::future::pending().await,
+    }
+}
+
+impl StreamQueue {
+    async fn run(mut self, rx: Mailbox) {
+        let (mut data, mut control) = rx.into_parts();
+        let mut batch = Vec::new();
+        let mut writing: Option<(Write, Vec<ConfirmToken>)> = None;
+        while !self.stopped {
+            tokio::select! {
+                Some(cmd) = control.recv() => self.handle(cmd),
+                n = data.recv_many(&mut batch, BATCH) => {
+                    if n == 0 {
+                        break;
+                    }
+                    for cmd in batch.drain(..) {
+                        self.handle(cmd);
+                        if self.stopped {
+                            break;
+                        }
+                    }
+                }
+                (done, tokens) = finish(&mut writing) => self.written(done, tokens),
+            }
+            if writing.is_none() {
+                writing = self.start_write();
+            }
+            self.deliver();
+        }
+        self.shared.closed();
+        // A stop that is no deletion (the broker shuts down) still writes what it gathered.
+        if writing.is_none() && self.deleting.is_none() {
+            writing = self.start_write();
+        }
+        while writing.is_some() {
+            let (done, tokens) = finish(&mut writing).await;
+            self.written(done, tokens);
+            if self.deleting.is_none() {
+                writing = self.start_write();
+            }
+        }
+        for t in self.tokens.drain(..) {
+            t.complete(false);
+        }
+        if let Some(reply) = self.deleting.take() {
+            if let Some(log) = self.log.take() {
+                if let Err(e) = log.destroy() {
+                    tracing::error!(queue = %self.shared.name, error = %e, "cannot delete the stream's files");
+                }
+            }
+            let _ = reply.send(Ok(0));
+        }
+    }
+
+    /// Hands the gathered chunks to the blocking pool: appended, synced, then retention.
+    fn start_write(&mut self) -> Option<(Write, Vec<ConfirmToken>)> {
+        if self.chunks.is_empty() {
+            return None;
+        }
+        let mut log = self.log.take()?;
+        let chunks = std::mem::take(&mut self.chunks);
+        let tokens = std::mem::take(&mut self.tokens);
+        let (max_bytes, max_age) = (self.args.max_length_bytes, self.args.max_age);
+        let handle = tokio::task::spawn_blocking(move || {
+            let now = crate::clock::unix_ms() as i64;
+            let mut outcome = Ok(());
+            for c in chunks {
+                if let Err(e) = log.append(c, now) {
+                    outcome = Err(e);
+                    break;
+                }
+            }
+            let outcome = outcome.and_then(|()| log.sync());
+            let outcome = outcome.and_then(|()| {
+                log.apply_retention(max_bytes, max_age.map(|a| a as i64), now)
+                    .map(|_| ())
+            });
+            (log, outcome)
+        });
+        Some((handle, tokens))
+    }
+
+    /// A write came back: its publishers are confirmed (or refused), readers may go on.
+    fn written(
+        &mut self,
+        done: Result<Written, tokio::task::JoinError>,
+        tokens: Vec<ConfirmToken>,
+    ) {
+        let ok = match done {
+            Ok((log, outcome)) => {
+                self.committed = log.next_offset();
+                self.first = log.first_offset();
+                self.log = Some(log);
+                match outcome {
+                    Ok(()) => true,
+                    Err(e) => {
+                        tracing::error!(queue = %self.shared.name, error = %e, "stream write failed");
+                        false
+                    }
+                }
+            }
+            Err(e) => {
+                tracing::error!(queue = %self.shared.name, error = %e, "stream write task failed");
+                false
+            }
+        };
+        if !ok {
+            self.broken = true;
+        }
+        for t in tokens {
+            t.complete(ok);
+        }
+        self.attach_readers();
+    }
+
+    fn publish(&mut self, msg: &crate::message::Message, token: Option<ConfirmToken>) {
+        self.shared.taken(msg);
+        if self.broken || self.stopped {
+            if let Some(t) = token {
+                t.complete(false);
+            }
+            return;
+        }
+        let fits = |c: &ChunkBuilder| c.data_len() < CHUNK_BYTES;
+        if !self.chunks.last().is_some_and(fits) {
+            self.chunks.push(ChunkBuilder::default());
+        }
+        let mut pushed = self
+            .chunks
+            .last_mut()
+            .is_some_and(|c| record::push_message(c, msg));
+        if !pushed {
+            let mut fresh = ChunkBuilder::default();
+            pushed = record::push_message(&mut fresh, msg);
+            self.chunks.push(fresh);
+        }
+        match (pushed, token) {
+            (true, Some(t)) => self.tokens.push(t),
+            (false, Some(t)) => t.complete(false),
+            _ => {}
+        }
+        if pushed {
+            self.stats.add(Counter::Publish, 1);
+        }
+    }
+
+    fn handle(&mut self, cmd: QueueCmd) {
+        self.last_activity = crate::clock::unix_ms();
+        match cmd {
+            QueueCmd::Publish(msg, token) => self.publish(&msg, token),
+            QueueCmd::Consume(spec, reply) => {
+                let _ = reply.send(Ok(()));
+                self.consumers.push(StreamConsumer::new(spec));
+                self.attach_readers();
+            }
+            QueueCmd::Cancel(id) => self.consumers.retain(|c| c.spec.id != id),
+            QueueCmd::Ack(seqs) | QueueCmd::Requeue(seqs) | QueueCmd::Discard(seqs) => {
+                self.stats.add(Counter::Ack, seqs.len() as u64);
+                for s in seqs {
+                    self.settle(s);
+                }
+            }
+            QueueCmd::Undelivered(seq, _) => self.settle(seq),
+            QueueCmd::Get(_, reply) => {
+                let _ = reply.send(None);
+            }
+            QueueCmd::Purge(reply) => {
+                let _ = reply.send(0);
+            }
+            QueueCmd::Delete {
+                if_unused,
+                if_empty,
+                reply,
+            } => {
+                if if_unused && !self.consumers.is_empty() {
+                    let _ = reply.send(Err(CoreError::from(Precondition::InUse {
+                        kind: Kind::Queue,
+                        name: self.shared.name.clone(),
+                        vhost: self.shared.vhost.clone(),
+                    })));
+                } else if if_empty && self.messages() > 0 {
+                    let _ = reply.send(Err(CoreError::from(Precondition::NotEmpty {
+                        queue: self.shared.name.clone(),
+                        vhost: self.shared.vhost.clone(),
+                    })));
+                } else {
+                    self.stop();
+                    self.deleting = Some(reply);
+                }
+            }
+            QueueCmd::Stats(reply) => {
+                // RabbitMQ answers declare and passive declare of a stream with 0 messages.
+                let _ = reply.send((0, self.consumers.len() as u32));
+            }
+            QueueCmd::Info(reply) => {
+                let _ = reply.send(self.info());
+            }
+            QueueCmd::Consumers(reply) => {
+                let _ = reply.send(self.consumers.iter().map(|c| c.summary()).collect());
+            }
+            QueueCmd::Flush(reply) => {
+                let _ = reply.send(());
+            }
+            QueueCmd::Sync(reply) => {
+                let _ = reply.send(true);
+            }
+            QueueCmd::Policy(args) => self.args = args,
+            QueueCmd::Sample => {
+                self.stats.sample();
+                self.apply_age_retention();
+            }
+            QueueCmd::Shutdown => self.stopped = true,
+            QueueCmd::Touch
+            | QueueCmd::Kick
+            | QueueCmd::Handoff(_)
+            | QueueCmd::Reserved(..)
+            | QueueCmd::RemoteDeliveries(..)
+            | QueueCmd::RemoteCancelled(_)
+            | QueueCmd::RemoteTimedOut(..) => {}
+        }
+    }
+
+    /// Deletes segments past `x-max-age` when no write is under way (writes apply retention
+    /// themselves).
+    fn apply_age_retention(&mut self) {
+        let Some(age) = self.args.max_age else {
+            return;
+        };
+        if let Some(log) = self.log.as_mut() {
+            let now = crate::clock::unix_ms() as i64;
+            if let Err(e) = log.apply_retention(None, Some(age as i64), now) {
+                tracing::error!(queue = %self.shared.name, error = %e, "stream retention failed");
+            }
+            self.first = log.first_offset();
+        }
+    }
+
+    /// Records in the log.
+    fn messages(&self) -> u64 {
+        self.committed.saturating_sub(self.first)
+    }
+
+    fn settle(&mut self, seq: u64) {
+        if let Some(id) = self.unacked.remove(&seq) {
+            if let Some(c) = self.consumers.iter_mut().find(|c| c.spec.id == id) {
+                c.unacked = c.unacked.saturating_sub(1);
+            }
+        }
+    }
+
+    /// Ends the task because the queue is deleted: consumers are cancelled, its record goes
+    /// from the store (its files when the task ends).
+    fn stop(&mut self) {
+        for c in self.consumers.drain(..) {
+            c.cancelled();
+        }
+        if let Some(id) = self.shared.store_id {
+            self.store
+                .submit(Op::delete_queue(&self.shared.vhost, &self.shared.name, id));
+        }
+        self.stopped = true;
+    }
+
+    fn info(&self) -> super::QueueInfo {
+        let bytes = self.log.as_ref().map_or(0, |l| l.size_bytes());
+        super::QueueInfo {
+            messages_ready: self.messages().min(u64::from(u32::MAX)) as u32,
+            messages_unacknowledged: self.unacked.len() as u32,
+            consumers: self.consumers.len() as u32,
+            message_bytes_ready: bytes,
+            last_activity: self.last_activity,
+            message_stats: self.stats.snapshot(),
+            ..Default::default()
+        }
+    }
+}
