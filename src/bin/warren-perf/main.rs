@@ -7,7 +7,7 @@ mod client;
 mod modes;
 
 use amq_protocol::protocol::{basic, confirm, exchange, queue, AMQPClass};
-use amq_protocol::types::FieldTable;
+use amq_protocol::types::{AMQPValue, FieldTable};
 use bytes::{BufMut, BytesMut};
 use clap::Parser;
 use client::{Client, Uri};
@@ -76,6 +76,10 @@ struct Args {
     /// Consumer prefetch (basic.qos).
     #[arg(long, short = 'q', default_value_t = 1000)]
     prefetch: u16,
+    /// Where consumers of stream queues start (`x-stream-offset`: first, last, next or an
+    /// offset); the broker's default (`next`) when not given.
+    #[arg(long)]
+    stream_offset: Option<String>,
     /// Consume without acknowledgements.
     #[arg(long, short = 'a')]
     autoack: bool,
@@ -133,7 +137,7 @@ fn queue_arguments(a: &Args) -> FieldTable {
     if let Some(t) = &a.queue_type {
         args.insert(
             "x-queue-type".into(),
-            amq_protocol::types::AMQPValue::LongString(t.as_str().into()),
+            AMQPValue::LongString(t.as_str().into()),
         );
     }
     args
@@ -400,6 +404,19 @@ async fn producer(
     Ok(())
 }
 
+/// The consumers' basic.consume arguments (`x-stream-offset`).
+fn consume_arguments(a: &Args) -> FieldTable {
+    let mut t = FieldTable::default();
+    if let Some(o) = &a.stream_offset {
+        let v = match o.parse::<i64>() {
+            Ok(n) => AMQPValue::LongLongInt(n),
+            Err(_) => AMQPValue::LongString(o.as_str().into()),
+        };
+        t.insert("x-stream-offset".into(), v);
+    }
+    t
+}
+
 async fn consumer(
     a: Args,
     uri: Arc<Uri>,
@@ -425,7 +442,7 @@ async fn consumer(
             no_ack: a.autoack,
             exclusive: false,
             nowait: false,
-            arguments: FieldTable::default(),
+            arguments: consume_arguments(&a),
         })),
     )
     .await?;

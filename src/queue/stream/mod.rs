@@ -63,6 +63,11 @@ struct StreamQueue {
     deleting: Option<tokio::sync::oneshot::Sender<crate::error::CoreResult<u32>>>,
 }
 
+/// A max age as the log takes it (an absurdly long one is as good as forever).
+fn age_ms(age: u64) -> i64 {
+    i64::try_from(age).unwrap_or(i64::MAX)
+}
+
 fn log_options(args: &crate::args::QueueArgs) -> LogOptions {
     let mut o = LogOptions::default();
     if let Some(n) = args.max_segment_size_bytes.filter(|n| *n > 0) {
@@ -182,6 +187,7 @@ impl StreamQueue {
         let chunks = std::mem::take(&mut self.chunks);
         let tokens = std::mem::take(&mut self.tokens);
         let (max_bytes, max_age) = (self.args.max_length_bytes, self.args.max_age);
+        let queue = self.shared.name.clone();
         let handle = tokio::task::spawn_blocking(move || {
             let now = crate::clock::unix_ms() as i64;
             let mut outcome = Ok(());
@@ -192,10 +198,10 @@ impl StreamQueue {
                 }
             }
             let outcome = outcome.and_then(|()| log.sync());
-            let outcome = outcome.and_then(|()| {
-                log.apply_retention(max_bytes, max_age.map(|a| a as i64), now)
-                    .map(|_| ())
-            });
+            // Retention failing does not undo the write: its publishers are confirmed.
+            if let Err(e) = log.apply_retention(max_bytes, max_age.map(age_ms), now) {
+                tracing::error!(%queue, error = %e, "stream retention failed");
+            }
             (log, outcome)
         });
         Some((handle, tokens))
@@ -349,7 +355,7 @@ impl StreamQueue {
         };
         if let Some(log) = self.log.as_mut() {
             let now = crate::clock::unix_ms() as i64;
-            if let Err(e) = log.apply_retention(None, Some(age as i64), now) {
+            if let Err(e) = log.apply_retention(None, Some(age_ms(age)), now) {
                 tracing::error!(queue = %self.shared.name, error = %e, "stream retention failed");
             }
             self.first = log.first_offset();
