@@ -229,10 +229,8 @@ impl StreamQueue {
                 let Some(msg) = record::read_message(rec) else {
                     continue;
                 };
-                let msg = msg.with_header(
-                    "x-stream-offset",
-                    AMQPValue::LongLongInt(offset.min(i64::MAX as u64) as i64),
-                );
+                let msg =
+                    msg.with_long_header("x-stream-offset", offset.min(i64::MAX as u64) as i64);
                 let seq = self.next_seq;
                 self.next_seq += 1;
                 c.spec.pending.fetch_add(1, Ordering::AcqRel);

@@ -4,7 +4,7 @@
 //! RabbitMQ's stream protocol carries, start with a described-type constructor (0x00): the tag
 //! tells the two apart, so records written by the stream protocol can sit in the same log.
 
-use crate::message::Message;
+use crate::message::{HotProperties, Message};
 use bytes::Bytes;
 
 use super::chunk::ChunkBuilder;
@@ -26,8 +26,9 @@ pub fn push_message(chunk: &mut ChunkBuilder, msg: &Message) -> bool {
     ])
 }
 
-/// The message in a record (`record` shares the chunk's buffer: the body is not copied); None
-/// when the record is not an AMQP 0-9-1 message or is malformed.
+/// The message in a record (`record` shares the chunk's buffer: the body is not copied, the
+/// properties are not decoded); None when the record is not an AMQP 0-9-1 message or is
+/// malformed.
 pub fn read_message(record: Bytes) -> Option<Message> {
     let b = record.as_ref();
     if *b.first()? != AMQP_091 {
@@ -41,7 +42,16 @@ pub fn read_message(record: Bytes) -> Option<Message> {
     let at = at + 1 + kl;
     let props_len = u32::from_be_bytes(b.get(at..at + 4)?.try_into().ok()?) as usize;
     let data = record.slice(at + 4..);
-    Message::from_stored_bytes(exchange, key, props_len, data)
+    match HotProperties::from_raw(data.get(..props_len)?) {
+        Some(hot) => Some(Message::assemble(
+            crate::shortstr::short(exchange),
+            crate::shortstr::short(key),
+            data,
+            props_len,
+            hot,
+        )),
+        None => Message::from_stored_bytes(exchange, key, props_len, data),
+    }
 }
 
 #[cfg(test)]
