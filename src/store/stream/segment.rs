@@ -85,6 +85,9 @@ fn check_magic(f: &File, path: &Path, magic: &[u8; 8]) -> Result<(), StreamLogEr
     Ok(())
 }
 
+/// Chunks larger than this are checked against the file's size before they are read.
+const LARGE_CHUNK: u64 = 16 << 20;
+
 /// Reads the chunk at `pos` whole: None when the bytes there are no complete chunk.
 pub fn read_chunk_at(f: &File, pos: u64) -> std::io::Result<Option<(ChunkHeader, Vec<u8>)>> {
     let mut head = [0u8; HEADER_LEN];
@@ -96,6 +99,11 @@ pub fn read_chunk_at(f: &File, pos: u64) -> std::io::Result<Option<(ChunkHeader,
     let Ok(h) = ChunkHeader::decode(&head) else {
         return Ok(None);
     };
+    // A header claiming more than the file holds (a corrupt one can claim gigabytes) is no
+    // chunk: the file's size is asked only for large claims, so normal reads cost no call.
+    if h.total_len() > LARGE_CHUNK && pos.saturating_add(h.total_len()) > f.metadata()?.len() {
+        return Ok(None);
+    }
     let mut bytes = vec![0u8; h.total_len() as usize];
     match f.read_exact_at(&mut bytes, pos) {
         Ok(()) => Ok(Some((h, bytes))),

@@ -144,6 +144,16 @@ fn a_torn_or_corrupt_tail_is_cut_at_recovery() {
     let log = StreamLog::open(dir.path(), LogOptions::default()).expect("reopen");
     assert_eq!((log.next_offset(), log.size_bytes()), (12, before_last));
 
+    // A header claiming gigabytes that are not there is cut, without reading them.
+    drop(log);
+    let mut bogus = chunk_of(&["x"]).finish(12, 30_000, 1).1;
+    bogus[36..40].copy_from_slice(&u32::MAX.to_be_bytes());
+    let mut f = OpenOptions::new().append(true).open(&seg).expect("open");
+    f.write_all(&bogus).expect("bogus");
+    drop(f);
+    let log = StreamLog::open(dir.path(), LogOptions::default()).expect("reopen");
+    assert_eq!((log.next_offset(), log.size_bytes()), (12, before_last));
+
     // Garbage after the last chunk (a write that never finished its header) goes too.
     drop(log);
     let mut f = OpenOptions::new().append(true).open(&seg).expect("open");
