@@ -148,6 +148,8 @@ impl StreamQueue {
                 }
                 (done, tokens) = finish(&mut writing) => self.written(done, tokens),
             }
+            // One clock read per wake-up, not per command.
+            self.last_activity = crate::clock::unix_ms();
             if writing.is_none() {
                 writing = self.start_write();
             }
@@ -272,7 +274,6 @@ impl StreamQueue {
     }
 
     fn handle(&mut self, cmd: QueueCmd) {
-        self.last_activity = crate::clock::unix_ms();
         match cmd {
             QueueCmd::Publish(msg, token) => self.publish(&msg, token),
             QueueCmd::Consume(spec, reply) => {
