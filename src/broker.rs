@@ -51,6 +51,8 @@ pub struct Broker {
     /// Given to every vhost once the node is in a cluster ([`Broker::set_auto_delete_decider`]).
     auto_delete: crate::vhost::Decider,
     global_parameters: DashMap<String, serde_json::Value>,
+    /// Runtime parameters of components (shovels), and the components' handlers.
+    pub parameters: crate::parameters::Parameters,
     user_limits: DashMap<String, serde_json::Map<String, serde_json::Value>>,
     /// What this node answers when another node asks for one of its views (the management
     /// API's connections, channels, consumers), set by the front end that shows them.
@@ -142,6 +144,7 @@ impl Broker {
             cluster: Arc::default(),
             auto_delete: Default::default(),
             global_parameters: DashMap::new(),
+            parameters: Default::default(),
             user_limits: DashMap::new(),
             views: Views::default(),
             cli: Slot::default(),
@@ -391,6 +394,10 @@ impl Broker {
                     .delete_parameter(component(operator), name, &p.name);
             }
         }
+        for (component, parameter) in self.parameters.of_vhost(name) {
+            self.parameters.remove(&component, name, &parameter);
+            self.store.delete_parameter(&component, name, &parameter);
+        }
         for (vhost, user, _) in self.permissions.list() {
             if vhost == name {
                 self.clear_permission(&vhost, &user);
@@ -531,8 +538,32 @@ impl Broker {
                     (None, _) => {}
                 }
             }
-            _ => tracing::warn!(component, "unknown runtime parameter component; skipped"),
+            _ => self.parameters.restore(component, vhost, name, value),
         }
+    }
+
+    /// Sets a component's runtime parameter once the component has validated it, and
+    /// persists it; true when it is new.
+    pub fn set_parameter(
+        &self,
+        component: &str,
+        vhost: &str,
+        name: &str,
+        value: serde_json::Value,
+    ) -> Result<bool, crate::parameters::ParameterError> {
+        self.parameters.validate(component, vhost, name, &value)?;
+        self.store
+            .put_parameter(component, vhost, name, &value.to_string());
+        Ok(self.parameters.put(component, vhost, name, value))
+    }
+
+    /// Clears a component's runtime parameter; false when it was not set.
+    pub fn clear_parameter(&self, component: &str, vhost: &str, name: &str) -> bool {
+        let had = self.parameters.remove(component, vhost, name);
+        if had {
+            self.store.delete_parameter(component, vhost, name);
+        }
+        had
     }
 
     /// Global runtime parameters by name (`internal_cluster_id` among them, made at first

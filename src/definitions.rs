@@ -56,6 +56,12 @@ pub fn export(b: &Broker, vhost: Option<&str>) -> Value {
         for p in v.policies.list(false) {
             policies.push(tag(p.to_json()));
         }
+        for (component, vhost_name, name, value) in b.parameters.all() {
+            if vhost_name == v.name {
+                parameters.push(tag(json!({"value": value, "vhost": vhost_name,
+                    "component": component, "name": name})));
+            }
+        }
     }
     if vhost.is_none() {
         let user_limits = b.user_limits();
@@ -287,6 +293,11 @@ pub async fn import(b: &Broker, doc: &Value, vhost: Option<&str>) -> Result<Vec<
                 }
                 Err(e) => skipped.push(format!("operator policy '{name}': {}", e.trim())),
             },
+            other if b.parameters.is_registered(other) && b.cluster.get().is_none() => {
+                if let Err(e) = b.set_parameter(other, &v.name, name, value) {
+                    skipped.push(format!("parameter '{name}' of component {other}: {e}"));
+                }
+            }
             other => skipped.push(format!(
                 "parameter '{name}' of component {other} (no such component)"
             )),

@@ -78,6 +78,44 @@ pub fn rfc3339_ms(unix_ms: u64) -> String {
     )
 }
 
+/// How Erlang prints a binary with `~tp` (RabbitMQ's error texts quote binding keys so):
+/// `<<"abc">>`, `<<"é"/utf8>>`, or its bytes when it is not printable text.
+pub fn erlang_binary(s: &str) -> String {
+    if s.is_empty() {
+        return "<<>>".to_owned();
+    }
+    if s.chars().any(char::is_control) {
+        let bytes: Vec<String> = s.bytes().map(|b| b.to_string()).collect();
+        return format!("<<{}>>", bytes.join(","));
+    }
+    let escaped = s.replace('\\', "\\\\").replace('"', "\\\"");
+    if s.is_ascii() {
+        format!("<<\"{escaped}\">>")
+    } else {
+        format!("<<\"{escaped}\"/utf8>>")
+    }
+}
+
+/// How Erlang prints a decoded JSON value with `~tp` (RabbitMQ's validation texts): strings
+/// as binaries, arrays as lists, objects as maps, `null` as the atom.
+pub fn erlang_term(v: &Value) -> String {
+    match v {
+        Value::String(s) => erlang_binary(s),
+        Value::Array(a) => format!(
+            "[{}]",
+            a.iter().map(erlang_term).collect::<Vec<_>>().join(",")
+        ),
+        Value::Object(m) => format!(
+            "#{{{}}}",
+            m.iter()
+                .map(|(k, v)| format!("{} => {}", erlang_binary(k), erlang_term(v)))
+                .collect::<Vec<_>>()
+                .join(",")
+        ),
+        other => other.to_string(),
+    }
+}
+
 #[cfg(test)]
 mod time_tests {
     #[test]

@@ -10,6 +10,7 @@ pub mod args;
 pub mod auth;
 pub mod broker;
 pub mod channels;
+pub mod client;
 pub mod clock;
 pub mod cluster;
 pub mod config;
@@ -24,12 +25,14 @@ pub mod http;
 pub mod json;
 pub mod message;
 pub mod metrics;
+pub mod parameters;
 pub mod permissions;
 pub mod policy;
 pub mod queue;
 pub mod replication;
 pub mod sampler;
 pub mod shortstr;
+pub mod shovel;
 pub mod store;
 pub mod tls;
 pub mod vhost;
@@ -199,6 +202,8 @@ impl Server {
             .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidInput, e.to_string()))?;
         let broker = Broker::open(config).map_err(|e| std::io::Error::other(e.to_string()))?;
         log_recovered(&broker).await;
+        // Before the definitions file (it may hold shovels) and before any API call.
+        shovel::Shovels::install(&broker);
         if let Some(path) = &broker.config.load_definitions {
             load_definitions(&broker, path).await?;
         }

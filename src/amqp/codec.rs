@@ -454,8 +454,61 @@ pub fn encode_confirm(
     finish(out, at);
 }
 
+/// Encodes basic.publish (without content), as a client sends it (not mandatory).
+pub fn encode_publish(out: &mut BytesMut, channel: u16, exchange: &str, routing_key: &str) {
+    let at = begin(out, FRAME_METHOD, channel);
+    out.put_u16(60);
+    out.put_u16(40);
+    out.put_u16(0);
+    put_short_str(out, exchange);
+    put_short_str(out, routing_key);
+    out.put_u8(0);
+    finish(out, at);
+}
+
+/// Encodes a client's basic.nack, with its requeue bit.
+pub fn encode_nack(
+    out: &mut BytesMut,
+    channel: u16,
+    delivery_tag: u64,
+    multiple: bool,
+    requeue: bool,
+) {
+    let at = begin(out, FRAME_METHOD, channel);
+    out.put_u16(60);
+    out.put_u16(120);
+    out.put_u64(delivery_tag);
+    out.put_u8(u8::from(multiple) | (u8::from(requeue) << 1));
+    finish(out, at);
+}
+
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn client_publish_and_nack_encode_as_amq_protocol_does() {
+        use amq_protocol::protocol::basic;
+        let mut ours = BytesMut::new();
+        super::encode_publish(&mut ours, 3, "x", "k");
+        super::encode_nack(&mut ours, 3, 9, true, true);
+        let mut theirs = BytesMut::new();
+        for m in [
+            AMQPClass::Basic(basic::AMQPMethod::Publish(basic::Publish {
+                exchange: "x".into(),
+                routing_key: "k".into(),
+                mandatory: false,
+                immediate: false,
+            })),
+            AMQPClass::Basic(basic::AMQPMethod::Nack(basic::Nack {
+                delivery_tag: 9,
+                multiple: true,
+                requeue: true,
+            })),
+        ] {
+            super::encode_method(&mut theirs, 3, &m);
+        }
+        assert_eq!(ours, theirs);
+    }
+
     #[test]
     fn hot_methods_decode_as_the_generic_parser_does() {
         use amq_protocol::frame::{gen_frame, AMQPFrame};

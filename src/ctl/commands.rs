@@ -1,6 +1,7 @@
 //! Each `warren ctl` command: the management API calls it makes on the local CLI socket and
 //! what it prints, in rabbitmqctl's words.
 
+mod parameters;
 mod quorum;
 
 use super::client::{segment, Client};
@@ -108,6 +109,21 @@ pub(super) fn run(ctx: &Ctx, command: &Command) -> u8 {
         } => quorum::grow(ctx, member, strategy, vhost_pattern, queue_pattern),
         Command::Shrink { member } => quorum::shrink(ctx, member),
         Command::QuorumStatus { vhost, queue } => quorum::quorum_status(ctx, vhost, queue),
+        Command::SetParameter {
+            vhost,
+            component,
+            name,
+            value,
+        } => parameters::set(ctx, vhost, component, name, value),
+        Command::ClearParameter {
+            vhost,
+            component,
+            name,
+        } => parameters::clear(ctx, vhost, component, name),
+        Command::ListParameters { vhost } => parameters::list(ctx, vhost),
+        Command::ShovelStatus => parameters::shovel_status(ctx),
+        Command::RestartShovel { vhost, name } => parameters::restart_shovel(ctx, vhost, name),
+        Command::DeleteShovel { vhost, name } => parameters::delete_shovel(ctx, vhost, name),
         Command::AddUser { user, password } => add_user(ctx, user, password),
         Command::SetPermissions {
             vhost,

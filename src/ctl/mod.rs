@@ -159,6 +159,52 @@ pub enum Command {
         /// The queue.
         queue: String,
     },
+    /// Sets a runtime parameter (VALUE is JSON), e.g. a shovel.
+    SetParameter {
+        /// The vhost.
+        #[arg(short = 'p', long = "vhost", default_value = "/")]
+        vhost: String,
+        /// The component (`shovel`).
+        component: String,
+        /// The parameter's name.
+        name: String,
+        /// Its value, as JSON.
+        value: String,
+    },
+    /// Clears a runtime parameter.
+    ClearParameter {
+        /// The vhost.
+        #[arg(short = 'p', long = "vhost", default_value = "/")]
+        vhost: String,
+        /// The component.
+        component: String,
+        /// The parameter's name.
+        name: String,
+    },
+    /// Runtime parameters of a vhost.
+    ListParameters {
+        /// The vhost.
+        #[arg(short = 'p', long = "vhost", default_value = "/")]
+        vhost: String,
+    },
+    /// The node's shovels and their states.
+    ShovelStatus,
+    /// Restarts a dynamic shovel.
+    RestartShovel {
+        /// The vhost.
+        #[arg(short = 'p', long = "vhost", default_value = "/")]
+        vhost: String,
+        /// The shovel.
+        name: String,
+    },
+    /// Deletes a dynamic shovel.
+    DeleteShovel {
+        /// The vhost.
+        #[arg(short = 'p', long = "vhost", default_value = "/")]
+        vhost: String,
+        /// The shovel.
+        name: String,
+    },
     /// Sets a user's permissions in a vhost.
     SetPermissions {
         /// The vhost.

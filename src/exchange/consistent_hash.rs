@@ -77,7 +77,7 @@ pub fn parse_weight(key: &str) -> Result<u32, String> {
     if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
         return Err(format!(
             "The binding key must be an integer: {}",
-            erlang_binary(key)
+            crate::json::erlang_binary(key)
         ));
     }
     let zero = digits.bytes().all(|b| b == b'0');
@@ -85,24 +85,6 @@ pub fn parse_weight(key: &str) -> Result<u32, String> {
         return Err("The binding key must be greater than 0".to_owned());
     }
     Ok(digits.parse::<u32>().unwrap_or(u32::MAX))
-}
-
-/// How Erlang prints a binary with `~tp` (RabbitMQ's error texts quote binding keys so):
-/// `<<"abc">>`, `<<"é"/utf8>>`, or its bytes when it is not printable text.
-fn erlang_binary(s: &str) -> String {
-    if s.is_empty() {
-        return "<<>>".to_owned();
-    }
-    if s.chars().any(char::is_control) {
-        let bytes: Vec<String> = s.bytes().map(|b| b.to_string()).collect();
-        return format!("<<{}>>", bytes.join(","));
-    }
-    let escaped = s.replace('\\', "\\\\").replace('"', "\\\"");
-    if s.is_ascii() {
-        format!("<<\"{escaped}\">>")
-    } else {
-        format!("<<\"{escaped}\"/utf8>>")
-    }
 }
 
 /// One destination on the ring, with the weights of its bindings.

@@ -16,11 +16,13 @@ mod lenient;
 mod listing;
 mod nodes;
 mod overview;
+mod parameters;
 mod permissions;
 mod policies;
 mod publish;
 mod queues;
 mod quorum;
+mod shovels;
 mod user_limits;
 mod users;
 mod vhosts;
@@ -479,20 +481,30 @@ pub fn router(broker: Arc<Broker>) -> Router {
                 .put(policies::operator_put)
                 .delete(policies::operator_delete),
         )
-        .route("/api/parameters", get(policies::parameters))
+        .route("/api/parameters", get(parameters::parameters))
         .route(
             "/api/parameters/{component}",
-            get(policies::parameters_component),
+            get(parameters::parameters_component),
         )
         .route(
             "/api/parameters/{component}/{vhost}",
-            get(policies::parameters_vhost),
+            get(parameters::parameters_vhost),
         )
         .route(
             "/api/parameters/{component}/{vhost}/{name}",
-            get(policies::parameter_show)
-                .put(policies::parameter_put)
-                .delete(policies::parameter_delete),
+            get(parameters::parameter_show)
+                .put(parameters::parameter_put)
+                .delete(parameters::parameter_delete),
+        )
+        .route("/api/shovels", get(shovels::list))
+        .route("/api/shovels/{vhost}", get(shovels::list_vhost))
+        .route(
+            "/api/shovels/vhost/{vhost}/{name}",
+            get(shovels::show).delete(shovels::delete),
+        )
+        .route(
+            "/api/shovels/vhost/{vhost}/{name}/restart",
+            axum::routing::delete(shovels::restart),
         )
         .route(
             "/api/cluster-name",

@@ -1,7 +1,6 @@
-//! `/api/policies` and `/api/operator-policies` (list, per vhost, GET/PUT/DELETE one),
-//! `/api/parameters` (RabbitMQ's runtime-parameter view of them; Warren has no plugin
-//! components) and `/api/global-parameters`. Access as in RabbitMQ: any management user
-//! reads policies of the vhosts it can see, policymakers write them, administrators write
+//! `/api/policies` and `/api/operator-policies` (list, per vhost, GET/PUT/DELETE one) and
+//! `/api/global-parameters` (`/api/parameters`, where policies show as runtime parameters
+//! too, is `parameters.rs`). Access as in RabbitMQ: any management user reads policies of the vhosts it can see, policymakers write them, administrators write
 //! operator policies; parameters are for policymakers.
 
 use super::{Administrator, ApiError, AppState, Authenticated, Policymaker};
@@ -200,7 +199,7 @@ pub(crate) async fn operator_delete(
 }
 
 /// Policies as RabbitMQ's runtime parameters of component `policy` / `operator_policy`.
-fn as_parameters(b: &AppState, who: &Policymaker, operator: bool) -> Vec<Value> {
+pub(super) fn as_parameters(b: &AppState, who: &Policymaker, operator: bool) -> Vec<Value> {
     policies(b, operator, |v| who.may_use(b, v))
         .into_iter()
         .map(|p| {
@@ -215,70 +214,6 @@ fn as_parameters(b: &AppState, who: &Policymaker, operator: bool) -> Vec<Value> 
             })
         })
         .collect()
-}
-
-/// GET /api/parameters: every runtime parameter but policies (RabbitMQ lists operator
-/// policies here).
-pub(crate) async fn parameters(State(b): State<AppState>, who: Policymaker) -> Json<Value> {
-    Json(Value::Array(as_parameters(&b, &who, true)))
-}
-
-fn parameters_of(b: &AppState, who: &Policymaker, comp: &str) -> Vec<Value> {
-    match comp {
-        "policy" => as_parameters(b, who, false),
-        "operator_policy" => as_parameters(b, who, true),
-        _ => Vec::new(),
-    }
-}
-
-/// GET /api/parameters/{component}.
-pub(crate) async fn parameters_component(
-    State(b): State<AppState>,
-    who: Policymaker,
-    Path(comp): Path<String>,
-) -> Json<Value> {
-    Json(Value::Array(parameters_of(&b, &who, &comp)))
-}
-
-/// GET /api/parameters/{component}/{vhost}.
-pub(crate) async fn parameters_vhost(
-    State(b): State<AppState>,
-    who: Policymaker,
-    Path((comp, vhost)): Path<(String, String)>,
-) -> Result<Json<Value>, ApiError> {
-    super::vhost_of(&b, &vhost).await?;
-    let all = parameters_of(&b, &who, &comp);
-    Ok(Json(Value::Array(
-        all.into_iter().filter(|p| p["vhost"] == vhost).collect(),
-    )))
-}
-
-/// GET /api/parameters/{component}/{vhost}/{name}.
-pub(crate) async fn parameter_show(
-    State(b): State<AppState>,
-    who: Policymaker,
-    Path((comp, vhost, name)): Path<(String, String, String)>,
-) -> Result<Json<Value>, ApiError> {
-    parameters_of(&b, &who, &comp)
-        .into_iter()
-        .find(|p| p["vhost"] == vhost && p["name"] == name)
-        .map(Json)
-        .ok_or_else(ApiError::not_found)
-}
-
-/// PUT /api/parameters/{component}/{vhost}/{name}: no parameter components exist without
-/// plugins, so this is RabbitMQ's refusal.
-pub(crate) async fn parameter_put(
-    State(_): State<AppState>,
-    _: Policymaker,
-    Path((comp, _, _)): Path<(String, String, String)>,
-) -> ApiError {
-    bad_request(format!("Validation failed\n\ncomponent {comp} not found\n"))
-}
-
-/// DELETE /api/parameters/{component}/{vhost}/{name}: nothing to delete.
-pub(crate) async fn parameter_delete(State(_): State<AppState>, _: Policymaker) -> ApiError {
-    ApiError::not_found()
 }
 
 pub(crate) async fn globals(State(b): State<AppState>, _: Policymaker) -> Json<Value> {

@@ -287,7 +287,12 @@ use cluster::free_port;
 
 /// Starts the binary on `dir` and waits until AMQP and HTTP accept connections.
 pub async fn spawn_binary(dir: &std::path::Path) -> Process {
-    let (amqp, http) = (free_port(), free_port());
+    spawn_binary_on(dir, free_port(), free_port()).await
+}
+
+/// Starts the binary on `dir` with AMQP and HTTP on these loopback ports (the same ones
+/// again after a kill, so what points at it finds it).
+pub async fn spawn_binary_on(dir: &std::path::Path, amqp: u16, http: u16) -> Process {
     let child = tokio::process::Command::new(env!("CARGO_BIN_EXE_warren"))
         .args(["--amqp-listen", &format!("127.0.0.1:{amqp}")])
         .args(["--http-listen", &format!("127.0.0.1:{http}")])

@@ -3,14 +3,12 @@
 //! batch), confirms and acks are counted as they arrive, and end-to-end latency is measured
 //! from a timestamp in the first 8 bytes of every body.
 
-mod client;
 mod modes;
 
 use amq_protocol::protocol::{basic, confirm, exchange, queue, AMQPClass};
 use amq_protocol::types::{AMQPValue, FieldTable};
 use bytes::{BufMut, BytesMut};
 use clap::Parser;
-use client::{Client, Uri};
 use std::io;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
@@ -18,6 +16,7 @@ use std::time::{Duration, Instant};
 use tokio::io::AsyncWriteExt;
 use tokio::sync::Notify;
 use warren::amqp::codec::{self, Frame};
+use warren::client::{AmqpUri as Uri, Client};
 
 /// Load generator in the style of RabbitMQ PerfTest.
 #[derive(Debug, Parser, Clone)]

@@ -1,0 +1,10 @@
+//! A small AMQP 0-9-1 client on Warren's own codec (amq-protocol underneath), for what the
+//! broker itself connects with (shovels) and for the load tool. It does the handshake and
+//! synchronous calls; streaming (publishing with confirms, consuming) is left to the caller,
+//! which reads and writes the connection's halves itself so it can batch.
+
+pub mod connection;
+pub mod uri;
+
+pub use connection::{Client, Closed};
+pub use uri::{AmqpUri, UriError};

@@ -1,0 +1,140 @@
+//! Dynamic shovels (RabbitMQ's shovel plugin, built in): the `shovel` runtime-parameter
+//! component. Setting a parameter validates it (`definition`) and (re)starts its task
+//! (`worker`), which consumes from the source broker and publishes to the destination over
+//! Warren's own AMQP client (`session` sets a run up, `pump` moves the messages, `props`
+//! rewrites properties on the way). Clearing the parameter, or deleting its vhost, stops the
+//! task; the task ends its connections, so the source requeues what it had not settled.
+//!
+//! Not yet: a URI naming the local node (`amqp://` with no host), `amqps://`, shovels on a
+//! clustered node (the parameter is refused there), AMQP 1.0 endpoints.
+
+pub mod definition;
+mod props;
+mod pump;
+mod session;
+pub mod worker;
+
+use crate::broker::Broker;
+use crate::parameters::Component;
+use dashmap::DashMap;
+use serde_json::Value;
+use std::sync::{Arc, Weak};
+use tokio::sync::watch;
+use worker::{Ctx, Status};
+
+/// The runtime-parameter component's name.
+pub const COMPONENT: &str = "shovel";
+
+/// A running shovel.
+struct Running {
+    ctx: Arc<Ctx>,
+    /// Dropping it (or sending) stops the task.
+    stop: watch::Sender<bool>,
+}
+
+/// The node's shovels.
+pub struct Shovels {
+    broker: Weak<Broker>,
+    running: DashMap<(String, String), Running>,
+}
+
+impl Shovels {
+    /// Registers the component with the broker, which starts the shovels it holds.
+    pub fn install(broker: &Arc<Broker>) {
+        let shovels = Arc::new(Shovels {
+            broker: Arc::downgrade(broker),
+            running: DashMap::new(),
+        });
+        broker.parameters.register(COMPONENT, shovels);
+    }
+
+    fn start(&self, vhost: &str, name: &str, value: &Value) {
+        self.stop(vhost, name);
+        let Ok(def) = definition::ShovelDef::parse(name, value) else {
+            tracing::warn!(
+                vhost,
+                name,
+                "stored shovel definition is not valid; not started"
+            );
+            return;
+        };
+        let Some(broker) = self.broker.upgrade() else {
+            return;
+        };
+        let weak = self.broker.clone();
+        let (v, n) = (vhost.to_owned(), name.to_owned());
+        let ctx = Arc::new(Ctx {
+            vhost: vhost.to_owned(),
+            name: name.to_owned(),
+            def,
+            cluster_name: broker.cluster_name(),
+            status: Arc::new(Status::default()),
+            on_complete: Box::new(move || {
+                if let Some(b) = weak.upgrade() {
+                    b.clear_parameter(COMPONENT, &v, &n);
+                }
+            }),
+        });
+        let (stop, rx) = watch::channel(false);
+        tokio::spawn(worker::run(ctx.clone(), rx));
+        self.running
+            .insert((vhost.to_owned(), name.to_owned()), Running { ctx, stop });
+    }
+
+    fn stop(&self, vhost: &str, name: &str) -> bool {
+        match self.running.remove(&(vhost.to_owned(), name.to_owned())) {
+            Some((_, r)) => {
+                let _ = r.stop.send(true);
+                true
+            }
+            None => false,
+        }
+    }
+}
+
+impl Component for Shovels {
+    fn validate(&self, _vhost: &str, name: &str, value: &Value) -> Vec<String> {
+        definition::validate(name, value)
+    }
+
+    fn notify(&self, vhost: &str, name: &str, value: &Value) {
+        self.start(vhost, name, value);
+    }
+
+    fn notify_clear(&self, vhost: &str, name: &str) {
+        self.stop(vhost, name);
+    }
+
+    fn status(&self) -> Vec<Value> {
+        let node = self
+            .broker
+            .upgrade()
+            .map(|b| b.config.node_name.clone())
+            .unwrap_or_default();
+        let mut all: Vec<((String, String), Value)> = self
+            .running
+            .iter()
+            .map(|e| (e.key().clone(), e.value().ctx.status_json(&node)))
+            .collect();
+        all.sort_by(|a, b| a.0.cmp(&b.0));
+        all.into_iter().map(|(_, v)| v).collect()
+    }
+
+    fn restart(&self, vhost: &str, name: &str) -> bool {
+        let Some(b) = self.broker.upgrade() else {
+            return false;
+        };
+        match b.parameters.get(COMPONENT, vhost, name) {
+            Some(value)
+                if self
+                    .running
+                    .contains_key(&(vhost.to_owned(), name.to_owned())) =>
+            {
+                tracing::info!(vhost, name, "shovel will be restarted");
+                self.start(vhost, name, &value);
+                true
+            }
+            _ => false,
+        }
+    }
+}

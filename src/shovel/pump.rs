@@ -1,0 +1,341 @@
+//! Moving messages, once a run is set up: one task reads both connections, assembles each
+//! delivery from the source, publishes it to the destination and settles it at the source
+//! by the ack mode (after the destination's confirm, after the publish, or never). What
+//! one wake-up produces for a socket goes out in one write. A destination that blocks
+//! (`connection.blocked`) stops the reading of the source; unsettled deliveries bound what
+//! is in flight to the prefetch. Heartbeats are sent and watched on both connections.
+
+use super::definition::{AckMode, ShovelDef};
+use super::props::Rewrite;
+use super::session::Session;
+use super::worker::Status;
+use crate::amqp::codec::{self, Frame};
+use crate::client::Client;
+use amq_protocol::protocol::{basic, connection, AMQPClass};
+use bytes::{Bytes, BytesMut};
+use std::collections::VecDeque;
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::sync::watch;
+use tokio::time::Instant;
+
+/// How a run ended without failing.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Ended {
+    /// The shovel was deleted or restarted.
+    Stopped,
+    /// It moved what `delete-after` asked for.
+    Completed,
+}
+
+/// A delivery being assembled.
+struct Incoming {
+    tag: u64,
+    exchange: String,
+    routing_key: String,
+    props: Bytes,
+    size: usize,
+    body: BytesMut,
+}
+
+/// Where a run stands.
+struct Pump<'a> {
+    def: &'a ShovelDef,
+    rewrite: &'a Rewrite,
+    status: &'a Status,
+    incoming: Option<Incoming>,
+    /// (destination publish sequence number, source delivery tag), in order.
+    unconfirmed: VecDeque<(u64, u64)>,
+    next_seq: u64,
+    /// Messages still to publish (None: no limit).
+    to_publish: Option<u64>,
+    /// Messages still to settle before the run is complete (None: no limit).
+    to_settle: Option<u64>,
+    src_out: BytesMut,
+    dst_out: BytesMut,
+    blocked: bool,
+    dst_frame_max: u32,
+}
+
+fn failed(what: &str, e: impl std::fmt::Display) -> String {
+    format!("{what}: {e}")
+}
+
+/// When the connection with heartbeat timeout `hb` seconds last read at `read` is dead.
+fn silent(hb: u16, read: Instant) -> bool {
+    hb > 0 && read.elapsed() > Duration::from_secs(u64::from(hb) * 2)
+}
+
+/// When a heartbeat is due on a connection last written at `wrote`.
+fn due(hb: u16, wrote: Instant) -> bool {
+    hb > 0 && wrote.elapsed() >= Duration::from_secs(u64::from(hb)) / 2
+}
+
+fn settle(out: &mut BytesMut, tag: u64, multiple: bool, ack: bool) {
+    if ack {
+        codec::encode_confirm(out, 1, true, tag, multiple);
+    } else {
+        codec::encode_nack(out, 1, tag, multiple, true);
+    }
+}
+
+impl Pump<'_> {
+    fn count_settled(&mut self, n: u64) {
+        if let Some(left) = &mut self.to_settle {
+            *left = left.saturating_sub(n);
+        }
+    }
+
+    fn done(&self) -> bool {
+        self.to_settle == Some(0)
+    }
+
+    /// Publishes a complete delivery to the destination.
+    fn forward(&mut self, m: Incoming) {
+        if self.to_publish == Some(0) {
+            // Past the limit: left unsettled, the source requeues it when the run ends.
+            return;
+        }
+        let (exchange, routing_key) = match (&self.def.dest_queue, &self.def.dest_exchange) {
+            (Some(q), _) => ("", q.as_str()),
+            (None, x) => (
+                x.as_deref().unwrap_or(&m.exchange),
+                self.def
+                    .dest_exchange_key
+                    .as_deref()
+                    .unwrap_or(&m.routing_key),
+            ),
+        };
+        codec::encode_publish(&mut self.dst_out, 1, exchange, routing_key);
+        let rewritten = if self.rewrite.is_identity() {
+            None
+        } else {
+            self.rewrite.apply(&m.props, crate::clock::unix_secs())
+        };
+        let props = rewritten.as_deref().unwrap_or(&m.props);
+        codec::encode_content(&mut self.dst_out, 1, props, &m.body, self.dst_frame_max);
+        self.status.forwarded.fetch_add(1, Ordering::Relaxed);
+        if let Some(left) = &mut self.to_publish {
+            *left -= 1;
+        }
+        match self.def.ack_mode {
+            AckMode::OnConfirm => {
+                self.next_seq += 1;
+                self.unconfirmed.push_back((self.next_seq, m.tag));
+            }
+            AckMode::OnPublish => {
+                settle(&mut self.src_out, m.tag, false, true);
+                self.count_settled(1);
+            }
+            AckMode::NoAck => self.count_settled(1),
+        }
+    }
+
+    /// A frame from the source; Err ends the run.
+    fn on_source(&mut self, f: Frame) -> Result<(), String> {
+        match f {
+            Frame::Method(_, m) => match *m {
+                AMQPClass::Basic(basic::AMQPMethod::Deliver(d)) => {
+                    self.incoming = Some(Incoming {
+                        tag: d.delivery_tag,
+                        exchange: d.exchange.to_string(),
+                        routing_key: d.routing_key.to_string(),
+                        props: Bytes::new(),
+                        size: 0,
+                        body: BytesMut::new(),
+                    });
+                }
+                AMQPClass::Basic(basic::AMQPMethod::Cancel(_)) => {
+                    return Err("the source cancelled the shovel's consumer".into())
+                }
+                _ => {}
+            },
+            Frame::Header(_, h) => {
+                if let Some(m) = &mut self.incoming {
+                    m.props = h.raw_properties.clone();
+                    m.size = usize::try_from(h.body_size).unwrap_or(usize::MAX);
+                    m.body.reserve(m.size.min(1 << 20));
+                    if m.size == 0 {
+                        if let Some(m) = self.incoming.take() {
+                            self.forward(m);
+                        }
+                    }
+                }
+            }
+            Frame::Body(_, b) => {
+                if let Some(m) = &mut self.incoming {
+                    m.body.extend_from_slice(&b);
+                    if m.body.len() >= m.size {
+                        if let Some(m) = self.incoming.take() {
+                            self.forward(m);
+                        }
+                    }
+                }
+            }
+            Frame::Heartbeat(_) => {}
+            Frame::Refused(_, e) => return Err(failed("the source sent a bad frame", e.text)),
+        }
+        Ok(())
+    }
+
+    /// A frame from the destination; Err ends the run.
+    fn on_destination(&mut self, f: Frame) -> Result<(), String> {
+        let Frame::Method(_, m) = f else {
+            return Ok(());
+        };
+        let (tag, multiple, ack) = match *m {
+            AMQPClass::Basic(basic::AMQPMethod::Ack(a)) => (a.delivery_tag, a.multiple, true),
+            AMQPClass::Basic(basic::AMQPMethod::Nack(n)) => (n.delivery_tag, n.multiple, false),
+            AMQPClass::Connection(connection::AMQPMethod::Blocked(_)) => {
+                self.blocked = true;
+                return Ok(());
+            }
+            AMQPClass::Connection(connection::AMQPMethod::Unblocked(_)) => {
+                self.blocked = false;
+                return Ok(());
+            }
+            _ => return Ok(()),
+        };
+        if self.def.ack_mode != AckMode::OnConfirm {
+            return Ok(());
+        }
+        if multiple {
+            let mut last = None;
+            let mut n = 0;
+            while let Some(&(seq, src_tag)) = self.unconfirmed.front() {
+                if seq > tag {
+                    break;
+                }
+                self.unconfirmed.pop_front();
+                last = Some(src_tag);
+                n += 1;
+            }
+            if let Some(src_tag) = last {
+                settle(&mut self.src_out, src_tag, true, ack);
+                self.count_settled(n);
+            }
+        } else if let Some(i) = self.unconfirmed.iter().position(|&(seq, _)| seq == tag) {
+            if let Some((_, src_tag)) = self.unconfirmed.remove(i) {
+                settle(&mut self.src_out, src_tag, false, ack);
+                self.count_settled(1);
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Decodes what `c` has buffered, handing each frame to `each`; a close from the server
+/// ends the run with its reason.
+async fn drain(
+    c: &mut Client,
+    side: &str,
+    mut each: impl FnMut(Frame) -> Result<(), String>,
+) -> Result<(), String> {
+    loop {
+        match codec::decode(&mut c.rbuf, 0) {
+            Ok(Some(Frame::Method(ch, m))) => {
+                let closed = c.answer_close(ch, &m).await.map_err(|e| failed(side, e))?;
+                if let Some(closed) = closed {
+                    return Err(format!("{side}: {closed}"));
+                }
+                each(Frame::Method(ch, m))?;
+            }
+            Ok(Some(f)) => each(f)?,
+            Ok(None) => return Ok(()),
+            Err(e) => return Err(failed(side, e.text)),
+        }
+    }
+}
+
+/// Reads into a connection's buffer; Err when it ended.
+async fn fill(c: &mut Client) -> std::io::Result<()> {
+    if c.rbuf.capacity() - c.rbuf.len() < 4096 {
+        c.rbuf.reserve(64 * 1024);
+    }
+    match c.rd.read_buf(&mut c.rbuf).await? {
+        0 => Err(crate::client::connection::err("connection closed")),
+        _ => Ok(()),
+    }
+}
+
+/// Moves messages until the run is stopped, completes, or fails (Err with the reason).
+pub async fn run(
+    s: &mut Session,
+    def: &ShovelDef,
+    rewrite: &Rewrite,
+    status: &Status,
+    stop: &mut watch::Receiver<bool>,
+) -> Result<Ended, String> {
+    let mut p = Pump {
+        def,
+        rewrite,
+        status,
+        incoming: None,
+        unconfirmed: VecDeque::new(),
+        next_seq: 0,
+        to_publish: s.remaining,
+        to_settle: s.remaining,
+        src_out: BytesMut::new(),
+        dst_out: BytesMut::new(),
+        blocked: false,
+        dst_frame_max: s.dst.frame_max,
+    };
+    let now = Instant::now();
+    let (mut src_read, mut dst_read, mut src_wrote, mut dst_wrote) = (now, now, now, now);
+    let mut tick = tokio::time::interval(Duration::from_millis(500));
+    loop {
+        let (src_hb, dst_hb) = (s.src.heartbeat, s.dst.heartbeat);
+        if due(dst_hb, dst_wrote) {
+            codec::encode_heartbeat(&mut p.dst_out);
+        }
+        if due(src_hb, src_wrote) {
+            codec::encode_heartbeat(&mut p.src_out);
+        }
+        // Publishes go out before the source hears of their settling.
+        for (c, out, wrote, side) in [
+            (&mut s.dst, &mut p.dst_out, &mut dst_wrote, "destination"),
+            (&mut s.src, &mut p.src_out, &mut src_wrote, "source"),
+        ] {
+            if out.is_empty() {
+                continue;
+            }
+            tokio::select! {
+                r = c.wr.write_all(out) => r.map_err(|e| failed(side, e))?,
+                _ = stop.changed() => return Ok(Ended::Stopped),
+            }
+            out.clear();
+            *wrote = Instant::now();
+        }
+        p.status
+            .pending
+            .store(p.unconfirmed.len() as u64, Ordering::Relaxed);
+        if p.done() {
+            return Ok(Ended::Completed);
+        }
+        if p.blocked {
+            // Not read while the destination is blocked: its silence is ours.
+            src_read = Instant::now();
+        }
+        if silent(src_hb, src_read) {
+            return Err("source: missed heartbeats".into());
+        }
+        if silent(dst_hb, dst_read) {
+            return Err("destination: missed heartbeats".into());
+        }
+        tokio::select! {
+            r = fill(&mut s.src), if !p.blocked => {
+                r.map_err(|e| failed("source", e))?;
+                src_read = Instant::now();
+                drain(&mut s.src, "source", |f| p.on_source(f)).await?;
+            }
+            r = fill(&mut s.dst) => {
+                r.map_err(|e| failed("destination", e))?;
+                dst_read = Instant::now();
+                drain(&mut s.dst, "destination", |f| p.on_destination(f)).await?;
+            }
+            _ = tick.tick() => {}
+            _ = stop.changed() => return Ok(Ended::Stopped),
+        }
+    }
+}

@@ -1,0 +1,206 @@
+//! One dynamic shovel's task and the status it reports: it sets up a run, moves messages
+//! until stopped, and after a failure reports `terminated` with the reason, waits its
+//! `reconnect-delay` and starts again (a delay of 0 leaves it terminated, as RabbitMQ's
+//! temporary workers). When `delete-after` is reached it asks for its own parameter to be
+//! cleared, as RabbitMQ's shovel does.
+
+use super::definition::{ShovelDef, Source};
+use super::props::Rewrite;
+use super::pump::{self, Ended};
+use super::session::{self, Session, Setup};
+use serde_json::{json, Map, Value};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use tokio::sync::watch;
+
+/// Where a shovel stands.
+#[derive(Debug, Clone)]
+pub enum State {
+    /// Connecting and setting up.
+    Starting,
+    /// Moving messages between these URIs (without credentials).
+    Running {
+        /// The source URI.
+        src_uri: String,
+        /// The destination URI.
+        dest_uri: String,
+    },
+    /// The last run failed; the reason.
+    Terminated {
+        /// Why.
+        reason: String,
+    },
+}
+
+/// What a shovel reports, shared between its task and the registry.
+#[derive(Debug)]
+pub struct Status {
+    state: Mutex<(State, u64)>,
+    /// Messages published to the destination since the shovel started.
+    pub forwarded: AtomicU64,
+    /// Messages published and not yet confirmed by the destination.
+    pub pending: AtomicU64,
+}
+
+impl Default for Status {
+    fn default() -> Self {
+        Status {
+            state: Mutex::new((State::Starting, crate::clock::unix_ms())),
+            forwarded: AtomicU64::new(0),
+            pending: AtomicU64::new(0),
+        }
+    }
+}
+
+impl Status {
+    fn set(&self, state: State) {
+        if let Ok(mut s) = self.state.lock() {
+            *s = (state, crate::clock::unix_ms());
+        }
+    }
+
+    /// The state and when it was entered (Unix ms).
+    pub fn state(&self) -> (State, u64) {
+        self.state
+            .lock()
+            .map(|s| s.clone())
+            .unwrap_or((State::Starting, 0))
+    }
+}
+
+/// What a shovel's task needs.
+pub struct Ctx {
+    /// Its vhost.
+    pub vhost: String,
+    /// Its name.
+    pub name: String,
+    /// Its definition.
+    pub def: ShovelDef,
+    /// The cluster's name (the `shovelled-by` of forward headers).
+    pub cluster_name: String,
+    /// Its status.
+    pub status: Arc<Status>,
+    /// Clears the shovel's parameter once `delete-after` is reached.
+    pub on_complete: Box<dyn Fn() + Send + Sync>,
+}
+
+/// RabbitMQ's `timestamp` field: `YYYY-MM-DD HH:MM:SS`.
+fn timestamp(unix_ms: u64) -> String {
+    let t = crate::json::rfc3339_ms(unix_ms);
+    format!("{} {}", &t[..10], &t[11..19])
+}
+
+impl Ctx {
+    /// The status as `/api/shovels` shows it, on node `node`.
+    pub fn status_json(&self, node: &str) -> Value {
+        let (state, since) = self.status.state();
+        let mut o = Map::new();
+        o.insert("node".into(), json!(node));
+        o.insert("timestamp".into(), json!(timestamp(since)));
+        o.insert("name".into(), json!(self.name));
+        o.insert("vhost".into(), json!(self.vhost));
+        o.insert("type".into(), json!("dynamic"));
+        match state {
+            State::Starting => {
+                o.insert("state".into(), json!("starting"));
+            }
+            State::Terminated { reason } => {
+                o.insert("state".into(), json!("terminated"));
+                o.insert("reason".into(), json!(reason));
+            }
+            State::Running { src_uri, dest_uri } => {
+                o.insert("state".into(), json!("running"));
+                o.insert("src_uri".into(), json!(src_uri));
+                o.insert("src_protocol".into(), json!("amqp091"));
+                o.insert("dest_protocol".into(), json!("amqp091"));
+                o.insert("dest_uri".into(), json!(dest_uri));
+                match &self.def.source {
+                    Source::Queue { name, .. } => {
+                        o.insert("src_queue".into(), json!(name));
+                    }
+                    Source::Exchange { name, key } => {
+                        o.insert("src_exchange".into(), json!(name));
+                        o.insert("src_exchange_key".into(), json!(key));
+                    }
+                }
+                for (k, v) in [
+                    ("dest_queue", &self.def.dest_queue),
+                    ("dest_exchange", &self.def.dest_exchange),
+                    ("dest_exchange_key", &self.def.dest_exchange_key),
+                ] {
+                    if let Some(v) = v {
+                        o.insert(k.into(), json!(v));
+                    }
+                }
+                o.insert(
+                    "forwarded".into(),
+                    json!(self.status.forwarded.load(Ordering::Relaxed)),
+                );
+                o.insert(
+                    "pending".into(),
+                    json!(self.status.pending.load(Ordering::Relaxed)),
+                );
+            }
+        }
+        Value::Object(o)
+    }
+}
+
+/// Closes a run's connections: the destination first (what it confirmed is settled), then
+/// the source (which requeues what is still unsettled).
+async fn close(s: Session, text: &str) {
+    s.dst.close(text).await;
+    s.src.close(text).await;
+}
+
+/// The shovel's task: runs until `stop` changes (or its sender goes).
+pub async fn run(ctx: Arc<Ctx>, mut stop: watch::Receiver<bool>) {
+    loop {
+        ctx.status.set(State::Starting);
+        let setup = tokio::select! {
+            r = session::start(&ctx.def, &ctx.name) => r,
+            _ = stop.changed() => return,
+        };
+        let outcome = match setup {
+            Ok(Setup::NothingToMove) => Ok(Ended::Completed),
+            Ok(Setup::Ready(mut s)) => {
+                ctx.status.set(State::Running {
+                    src_uri: s.src_uri.clone(),
+                    dest_uri: s.dst_uri.clone(),
+                });
+                let rewrite = Rewrite::new(
+                    &ctx.def,
+                    &ctx.cluster_name,
+                    &ctx.vhost,
+                    &ctx.name,
+                    &s.src_uri,
+                    &s.dst_uri,
+                );
+                let r = pump::run(&mut s, &ctx.def, &rewrite, &ctx.status, &mut stop).await;
+                ctx.status.pending.store(0, Ordering::Relaxed);
+                if r.is_ok() {
+                    close(*s, "shovel stopped").await;
+                }
+                r
+            }
+            Err(e) => Err(e),
+        };
+        match outcome {
+            Ok(Ended::Stopped) => return,
+            Ok(Ended::Completed) => {
+                tracing::info!(vhost = %ctx.vhost, shovel = %ctx.name, "shovel finished (delete-after)");
+                (ctx.on_complete)();
+                return;
+            }
+            Err(reason) => {
+                tracing::warn!(vhost = %ctx.vhost, shovel = %ctx.name, %reason, "shovel run failed");
+                ctx.status.set(State::Terminated { reason });
+                let delay = ctx.def.reconnect_delay;
+                tokio::select! {
+                    _ = tokio::time::sleep(delay), if !delay.is_zero() => {}
+                    _ = stop.changed() => return,
+                }
+            }
+        }
+    }
+}
