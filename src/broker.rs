@@ -22,6 +22,10 @@ const GLOBAL: &str = "global";
 const USER_LIMITS: &str = "user-limits";
 /// The global parameter naming the cluster.
 const CLUSTER_NAME: &str = "cluster_name";
+/// The user a node's connections to itself log in as (with [`Broker::internal_secret`]); it
+/// is no user of the user database and has every permission.
+pub const INTERNAL_USER: &str = "none";
+
 /// The global parameter identifying the cluster.
 const CLUSTER_ID: &str = "internal_cluster_id";
 
@@ -65,6 +69,10 @@ pub struct Broker {
     /// This run of the node, random at each start: other nodes tell its consumers apart
     /// from those of an earlier run with the same ids.
     pub incarnation: u64,
+    /// The password of this node's own connections to itself (a shovel's `amqp://`), random
+    /// at each start and never stored: with it, the user [`INTERNAL_USER`] logs in over
+    /// loopback with every permission, as RabbitMQ's direct connections do.
+    pub internal_secret: String,
     /// False between `stop_app` and `start_app` (RabbitMQ's: no client connections); the
     /// HTTP listeners watch it to drop their open connections.
     app_running: tokio::sync::watch::Sender<bool>,
@@ -150,6 +158,9 @@ impl Broker {
             cli: Slot::default(),
             started: std::time::Instant::now(),
             incarnation: rand::random(),
+            internal_secret: (0..4)
+                .map(|_| format!("{:016x}", rand::random::<u64>()))
+                .collect(),
             app_running: tokio::sync::watch::Sender::new(true),
             alarms: crate::alarms::Alarms::new(&config),
             store,

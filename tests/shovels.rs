@@ -656,3 +656,65 @@ async fn kill_9_of_the_destination_or_of_the_shovels_broker_loses_nothing() {
         .collect();
     assert!(lost.is_empty(), "{} lost: {lost:?}", lost.len());
 }
+
+#[tokio::test]
+async fn amqp_without_a_host_is_this_node_with_every_permission() {
+    let a = start().await;
+    let (_c, ch) = a.channel().await;
+    within(ch.queue_declare(
+        "here".into(),
+        QueueDeclareOptions::default(),
+        FieldTable::default(),
+    ))
+    .await
+    .expect("declare");
+    // Another vhost, where guest has no permissions: the node's own connections need none.
+    let r = api(&a, "PUT", "/api/vhosts/other", None).await;
+    assert_eq!(r.status, 201);
+    let r = put_shovel(
+        &a,
+        "local",
+        json!({"src-uri": "amqp://", "src-queue": "here",
+               "dest-uri": "amqp:///other", "dest-queue": "there"}),
+    )
+    .await;
+    assert_eq!(r.status, 201, "{}", r.body);
+    wait_running(&a, "local").await;
+    let s = shovel_status(&a, "local").await.expect("status");
+    assert_eq!(s["src_uri"], "amqp://");
+    assert_eq!(s["dest_uri"], "amqp:///other");
+    let mut headers = FieldTable::default();
+    headers.insert("k".into(), AMQPValue::LongString("v".into()));
+    within(
+        ch.basic_publish(
+            "".into(),
+            "here".into(),
+            Default::default(),
+            b"local",
+            BasicProperties::default()
+                .with_user_id("guest".into())
+                .with_headers(headers),
+        ),
+    )
+    .await
+    .expect("publish");
+    eventually("the message in the other vhost", || async {
+        let q = api(&a, "GET", "/api/queues/other/there", None).await;
+        q.status == 200 && q.json()["messages"] == 1
+    })
+    .await;
+    let conns = api(&a, "GET", "/api/connections", None).await.json();
+    let users: Vec<&str> = conns
+        .as_array()
+        .expect("list")
+        .iter()
+        .filter_map(|c| c["user"].as_str())
+        .collect();
+    assert!(users.contains(&"none"), "{conns}");
+
+    // The internal user is not a login anyone can use.
+    let refused = a.connect_as("none", "").await;
+    assert!(refused.is_err());
+    let refused = a.connect_as("none", "guest").await;
+    assert!(refused.is_err());
+}

@@ -34,6 +34,8 @@ pub(crate) struct Opened {
     /// The connection's place in the broker's registry (its id).
     pub registration: Registration,
     pub user: String,
+    /// The node's own connection (a shovel's `amqp://`): every permission, no user-id check.
+    pub internal: bool,
     pub vhost: Arc<VHost>,
     pub frame_max: u32,
     pub channel_max: u16,
@@ -226,7 +228,7 @@ pub(crate) async fn negotiate<R: AsyncRead + Unpin, W: AsyncWrite + Unpin>(
     if login.is_err() && broker.catch_up().await {
         login = check_login(broker, &mechanism, response, peer);
     }
-    let user = match login {
+    let (user, internal) = match login {
         Ok(user) => user,
         Err(who) => {
             tracing::warn!(user = %who, peer = %peer.addr, "login refused (mechanism {mechanism})");
@@ -292,7 +294,8 @@ pub(crate) async fn negotiate<R: AsyncRead + Unpin, W: AsyncWrite + Unpin>(
                 .with_method(10, 40),
         ));
     };
-    if broker.permissions.get(vhost_name, &user).is_none()
+    if !internal
+        && broker.permissions.get(vhost_name, &user).is_none()
         && !(broker.catch_up().await && broker.permissions.get(vhost_name, &user).is_some())
     {
         tracing::warn!(user = %user, vhost = vhost_name, peer = %peer.addr, "access to vhost refused");
@@ -375,6 +378,7 @@ pub(crate) async fn negotiate<R: AsyncRead + Unpin, W: AsyncWrite + Unpin>(
     Ok(Opened {
         registration,
         user,
+        internal,
         vhost,
         frame_max,
         channel_max,
@@ -384,26 +388,39 @@ pub(crate) async fn negotiate<R: AsyncRead + Unpin, W: AsyncWrite + Unpin>(
     })
 }
 
-/// The user a SASL response logs in as, or Err with the name it tried (for the log).
+/// Equal bytes, compared in time independent of where they differ.
+fn same_secret(a: &[u8], b: &[u8]) -> bool {
+    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+}
+
+/// The user a SASL response logs in as (and whether it is the node's own connection, which
+/// must come from this machine), or Err with the name it tried (for the log).
 fn check_login(
     broker: &Broker,
     mechanism: &str,
     response: &[u8],
     peer: &Peer,
-) -> Result<String, String> {
+) -> Result<(String, bool), String> {
     match mechanism {
         // The password is not checked: the verified certificate is the credential.
         "EXTERNAL" => match &peer.cert_user {
-            Some(name) if broker.user(name).is_some() => Ok(name.clone()),
+            Some(name) if broker.user(name).is_some() => Ok((name.clone(), false)),
             other => Err(other.clone().unwrap_or_default()),
         },
         _ => match super::sasl::parse_response(mechanism, response) {
+            Some((name, pass))
+                if name == crate::broker::INTERNAL_USER
+                    && (peer.addr.ip().is_loopback() || peer.addr.ip() == peer.local.ip())
+                    && same_secret(pass.as_bytes(), broker.internal_secret.as_bytes()) =>
+            {
+                Ok((name, true))
+            }
             Some((name, pass))
                 if broker
                     .user(&name)
                     .is_some_and(|u| u.password_matches(&pass)) =>
             {
-                Ok(name)
+                Ok((name, false))
             }
             other => Err(other.map(|(n, _)| n).unwrap_or_default()),
         },

@@ -20,6 +20,8 @@ pub(crate) struct Session {
     pub broker: Arc<Broker>,
     pub vhost: Arc<VHost>,
     pub user: String,
+    /// The node's own connection: every permission, no user-id check.
+    pub internal: bool,
     /// Negotiated frame size (content is split into body frames of at most this).
     pub frame_max: u32,
     /// Frames for the writer, in order after `out_chunks`.

@@ -105,7 +105,7 @@ impl Client {
     async fn open(uri: &AmqpUri, name: &str, heartbeat: Option<u16>) -> io::Result<Client> {
         if uri.is_local() {
             return Err(err(
-                "a URI naming the local node (no host) is not supported yet",
+                "a URI naming the local node (no host) needs that node's address (AmqpUri::at)",
             ));
         }
         if uri.tls {

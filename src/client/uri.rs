@@ -142,6 +142,18 @@ impl AmqpUri {
         Ok(parsed)
     }
 
+    /// This URI's vhost and options, reached at `addr` as `user` (how a URI naming the local
+    /// node is connected); it still shows as given.
+    pub fn at(&self, addr: std::net::SocketAddr, user: &str, password: &str) -> AmqpUri {
+        AmqpUri {
+            host: addr.ip().to_string(),
+            port: addr.port(),
+            user: user.to_owned(),
+            password: password.to_owned(),
+            ..self.clone()
+        }
+    }
+
     /// True when the URI names the local node (no host).
     pub fn is_local(&self) -> bool {
         self.host.is_empty()

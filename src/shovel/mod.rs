@@ -5,22 +5,26 @@
 //! rewrites properties on the way). Clearing the parameter, or deleting its vhost, stops the
 //! task; the task ends its connections, so the source requeues what it had not settled.
 //!
-//! Not yet: a URI naming the local node (`amqp://` with no host), `amqps://`, shovels on a
-//! clustered node (the parameter is refused there), AMQP 1.0 endpoints.
+//! A URI without a host (`amqp://`) names this node, as in RabbitMQ: the shovel connects to
+//! its own AMQP listener as the internal user, with every permission (RabbitMQ's direct
+//! connection). Not yet: `amqps://`, shovels on a clustered node (the parameter is refused
+//! there), AMQP 1.0 endpoints.
 
 pub mod definition;
 mod props;
 mod pump;
 mod session;
+pub mod status;
 pub mod worker;
 
 use crate::broker::Broker;
 use crate::parameters::Component;
 use dashmap::DashMap;
 use serde_json::Value;
+use status::Status;
 use std::sync::{Arc, Weak};
 use tokio::sync::watch;
-use worker::{Ctx, Status};
+use worker::Ctx;
 
 /// The runtime-parameter component's name.
 pub const COMPONENT: &str = "shovel";
@@ -61,19 +65,13 @@ impl Shovels {
         let Some(broker) = self.broker.upgrade() else {
             return;
         };
-        let weak = self.broker.clone();
-        let (v, n) = (vhost.to_owned(), name.to_owned());
         let ctx = Arc::new(Ctx {
             vhost: vhost.to_owned(),
             name: name.to_owned(),
             def,
             cluster_name: broker.cluster_name(),
             status: Arc::new(Status::default()),
-            on_complete: Box::new(move || {
-                if let Some(b) = weak.upgrade() {
-                    b.clear_parameter(COMPONENT, &v, &n);
-                }
-            }),
+            broker: self.broker.clone(),
         });
         let (stop, rx) = watch::channel(false);
         tokio::spawn(worker::run(ctx.clone(), rx));

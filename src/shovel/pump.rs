@@ -8,7 +8,7 @@
 use super::definition::{AckMode, ShovelDef};
 use super::props::Rewrite;
 use super::session::Session;
-use super::worker::Status;
+use super::status::Status;
 use crate::amqp::codec::{self, Frame};
 use crate::client::Client;
 use amq_protocol::protocol::{basic, connection, AMQPClass};

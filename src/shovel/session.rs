@@ -34,13 +34,36 @@ pub enum Setup {
     NothingToMove,
 }
 
+/// How this node is reached by its own connections (a URI without a host).
+#[derive(Debug, Clone)]
+pub struct LocalNode {
+    /// Its AMQP listener, as this machine reaches it.
+    pub addr: std::net::SocketAddr,
+    /// The user and password its own connections log in with.
+    pub user: String,
+    /// The password.
+    pub secret: String,
+}
+
 /// Connects to one of `uris`, in random order; the last failure when none answers.
-async fn connect_any(uris: &[AmqpUri], name: &str) -> Result<(Client, String), String> {
+async fn connect_any(
+    uris: &[AmqpUri],
+    name: &str,
+    local: Option<&LocalNode>,
+) -> Result<(Client, String), String> {
     let mut order: Vec<&AmqpUri> = uris.iter().collect();
     order.shuffle(&mut rand::rng());
     let mut last = "no URI to connect to".to_owned();
     for uri in order {
-        match Client::connect_named(uri, name).await {
+        let target = match (uri.is_local(), local) {
+            (false, _) => uri.clone(),
+            (true, Some(l)) => uri.at(l.addr, &l.user, &l.secret),
+            (true, None) => {
+                last = "this node's AMQP listener is not up".to_owned();
+                continue;
+            }
+        };
+        match Client::connect_named(&target, name).await {
             Ok(c) => return Ok((c, uri.redacted())),
             Err(e) => {
                 tracing::warn!(shovel = name, uri = %uri.redacted(), error = %e, "shovel failed to connect");
@@ -102,10 +125,14 @@ async fn ensure_queue(
 }
 
 /// Connects and sets up a run of shovel `name` (its connections are named after it).
-pub async fn start(def: &ShovelDef, name: &str) -> Result<Setup, String> {
+pub async fn start(
+    def: &ShovelDef,
+    name: &str,
+    local: Option<&LocalNode>,
+) -> Result<Setup, String> {
     let conn_name = format!("Shovel {name}");
-    let (mut src, src_uri) = connect_any(&def.src_uris, &conn_name).await?;
-    let (mut dst, dst_uri) = connect_any(&def.dest_uris, &conn_name).await?;
+    let (mut src, src_uri) = connect_any(&def.src_uris, &conn_name, local).await?;
+    let (mut dst, dst_uri) = connect_any(&def.dest_uris, &conn_name, local).await?;
     let queue = match &def.source {
         Source::Queue {
             name,

@@ -8,65 +8,13 @@ use super::definition::{ShovelDef, Source};
 use super::props::Rewrite;
 use super::pump::{self, Ended};
 use super::session::{self, Session, Setup};
+use super::status::{State, Status};
+use crate::broker::{Broker, INTERNAL_USER};
 use serde_json::{json, Map, Value};
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use session::LocalNode;
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, Weak};
 use tokio::sync::watch;
-
-/// Where a shovel stands.
-#[derive(Debug, Clone)]
-pub enum State {
-    /// Connecting and setting up.
-    Starting,
-    /// Moving messages between these URIs (without credentials).
-    Running {
-        /// The source URI.
-        src_uri: String,
-        /// The destination URI.
-        dest_uri: String,
-    },
-    /// The last run failed; the reason.
-    Terminated {
-        /// Why.
-        reason: String,
-    },
-}
-
-/// What a shovel reports, shared between its task and the registry.
-#[derive(Debug)]
-pub struct Status {
-    state: Mutex<(State, u64)>,
-    /// Messages published to the destination since the shovel started.
-    pub forwarded: AtomicU64,
-    /// Messages published and not yet confirmed by the destination.
-    pub pending: AtomicU64,
-}
-
-impl Default for Status {
-    fn default() -> Self {
-        Status {
-            state: Mutex::new((State::Starting, crate::clock::unix_ms())),
-            forwarded: AtomicU64::new(0),
-            pending: AtomicU64::new(0),
-        }
-    }
-}
-
-impl Status {
-    fn set(&self, state: State) {
-        if let Ok(mut s) = self.state.lock() {
-            *s = (state, crate::clock::unix_ms());
-        }
-    }
-
-    /// The state and when it was entered (Unix ms).
-    pub fn state(&self) -> (State, u64) {
-        self.state
-            .lock()
-            .map(|s| s.clone())
-            .unwrap_or((State::Starting, 0))
-    }
-}
 
 /// What a shovel's task needs.
 pub struct Ctx {
@@ -80,8 +28,9 @@ pub struct Ctx {
     pub cluster_name: String,
     /// Its status.
     pub status: Arc<Status>,
-    /// Clears the shovel's parameter once `delete-after` is reached.
-    pub on_complete: Box<dyn Fn() + Send + Sync>,
+    /// The broker it runs in (its listener for `amqp://`; its parameter, cleared once
+    /// `delete-after` is reached).
+    pub broker: Weak<Broker>,
 }
 
 /// RabbitMQ's `timestamp` field: `YYYY-MM-DD HH:MM:SS`.
@@ -146,6 +95,25 @@ impl Ctx {
     }
 }
 
+/// How the node's own connections reach it: its AMQP listener (a wildcard address as
+/// loopback), once bound.
+fn local_node(broker: &Weak<Broker>) -> Option<LocalNode> {
+    let b = broker.upgrade()?;
+    let (_, addr) = b.listeners().iter().find(|(p, _)| *p == "amqp")?;
+    let mut addr = *addr;
+    if addr.ip().is_unspecified() {
+        addr.set_ip(match addr {
+            std::net::SocketAddr::V4(_) => std::net::Ipv4Addr::LOCALHOST.into(),
+            std::net::SocketAddr::V6(_) => std::net::Ipv6Addr::LOCALHOST.into(),
+        });
+    }
+    Some(LocalNode {
+        addr,
+        user: INTERNAL_USER.to_owned(),
+        secret: b.internal_secret.clone(),
+    })
+}
+
 /// Closes a run's connections: the destination first (what it confirmed is settled), then
 /// the source (which requeues what is still unsettled).
 async fn close(s: Session, text: &str) {
@@ -157,8 +125,9 @@ async fn close(s: Session, text: &str) {
 pub async fn run(ctx: Arc<Ctx>, mut stop: watch::Receiver<bool>) {
     loop {
         ctx.status.set(State::Starting);
+        let local = local_node(&ctx.broker);
         let setup = tokio::select! {
-            r = session::start(&ctx.def, &ctx.name) => r,
+            r = session::start(&ctx.def, &ctx.name, local.as_ref()) => r,
             _ = stop.changed() => return,
         };
         let outcome = match setup {
@@ -189,7 +158,9 @@ pub async fn run(ctx: Arc<Ctx>, mut stop: watch::Receiver<bool>) {
             Ok(Ended::Stopped) => return,
             Ok(Ended::Completed) => {
                 tracing::info!(vhost = %ctx.vhost, shovel = %ctx.name, "shovel finished (delete-after)");
-                (ctx.on_complete)();
+                if let Some(b) = ctx.broker.upgrade() {
+                    b.clear_parameter(super::COMPONENT, &ctx.vhost, &ctx.name);
+                }
                 return;
             }
             Err(reason) => {

@@ -6,6 +6,7 @@ pub mod cluster;
 pub mod cluster_amqp;
 pub mod http;
 pub mod partition;
+pub mod rabbitmq;
 pub mod raw;
 
 use lapin::{Connection, ConnectionProperties};

@@ -75,7 +75,10 @@ pub(crate) async fn run<R, W>(
 {
     // Unregisters the connection when this function returns, however it ends.
     let registration = opened.registration;
-    let topic_permissions = broker.permissions.topics(&opened.vhost.name, &opened.user);
+    let topic_permissions = match opened.internal {
+        true => None,
+        false => broker.permissions.topics(&opened.vhost.name, &opened.user),
+    };
     let (sink, mut inbox) = mpsc::unbounded_channel();
     let (wtx, wrx) = mpsc::channel::<Bytes>(WRITER_QUEUE);
     let heartbeat = Duration::from_secs(u64::from(opened.heartbeat));
@@ -86,6 +89,7 @@ pub(crate) async fn run<R, W>(
             broker,
             vhost: opened.vhost,
             user: opened.user,
+            internal: opened.internal,
             frame_max: opened.frame_max,
             out: BytesMut::with_capacity(BUFFER_SMALL),
             out_chunks: Vec::new(),

@@ -64,7 +64,7 @@ impl Session {
                 )));
             }
         }
-        if let Some(uid) = &h.user_id {
+        if let Some(uid) = h.user_id.as_ref().filter(|_| !self.internal) {
             if uid.as_str() != self.user {
                 return Err(AmqpError::precondition_failed(format!(
                     "user_id property set to '{uid}' but authenticated user was '{}'",
