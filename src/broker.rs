@@ -553,16 +553,18 @@ impl Broker {
         }
     }
 
-    /// Sets a component's runtime parameter once the component has validated it, and
-    /// persists it; true when it is new.
+    /// Sets a component's runtime parameter once the component has validated it (as set by
+    /// `user`; None: the node itself), and persists it; true when it is new.
     pub fn set_parameter(
         &self,
         component: &str,
         vhost: &str,
         name: &str,
         value: serde_json::Value,
+        user: Option<&str>,
     ) -> Result<bool, crate::parameters::ParameterError> {
-        self.parameters.validate(component, vhost, name, &value)?;
+        self.parameters
+            .validate(component, vhost, name, &value, user)?;
         self.store
             .put_parameter(component, vhost, name, &value.to_string());
         Ok(self.parameters.put(component, vhost, name, value))

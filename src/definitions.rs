@@ -294,7 +294,7 @@ pub async fn import(b: &Broker, doc: &Value, vhost: Option<&str>) -> Result<Vec<
                 Err(e) => skipped.push(format!("operator policy '{name}': {}", e.trim())),
             },
             other if b.parameters.is_registered(other) && b.cluster.get().is_none() => {
-                if let Err(e) = b.set_parameter(other, &v.name, name, value) {
+                if let Err(e) = b.set_parameter(other, &v.name, name, value, None) {
                     skipped.push(format!("parameter '{name}' of component {other}: {e}"));
                 }
             }

@@ -11,8 +11,9 @@ use std::sync::Arc;
 
 /// What a component does with its parameters.
 pub trait Component: Send + Sync {
-    /// RabbitMQ's validation messages for a value, empty when it is valid.
-    fn validate(&self, vhost: &str, name: &str, value: &Value) -> Vec<String>;
+    /// RabbitMQ's validation messages for a value set by `user` (None: the node itself, a
+    /// definitions import or the CLI), empty when it is valid.
+    fn validate(&self, vhost: &str, name: &str, value: &Value, user: Option<&str>) -> Vec<String>;
     /// A value was set (or recovered at boot).
     fn notify(&self, vhost: &str, name: &str, value: &Value);
     /// A value was cleared (or its vhost deleted).
@@ -87,15 +88,16 @@ impl Parameters {
             .ok_or_else(|| ParameterError::UnknownComponent(component.to_owned()))
     }
 
-    /// Checks a value with its component.
+    /// Checks a value with its component (`user` sets it; None: the node itself).
     pub fn validate(
         &self,
         component: &str,
         vhost: &str,
         name: &str,
         value: &Value,
+        user: Option<&str>,
     ) -> Result<(), ParameterError> {
-        let errors = self.handler(component)?.validate(vhost, name, value);
+        let errors = self.handler(component)?.validate(vhost, name, value, user);
         if errors.is_empty() {
             Ok(())
         } else {
@@ -184,7 +186,7 @@ mod tests {
     struct Recorder(Mutex<Vec<String>>);
 
     impl Component for Recorder {
-        fn validate(&self, _: &str, name: &str, value: &Value) -> Vec<String> {
+        fn validate(&self, _: &str, name: &str, value: &Value, _: Option<&str>) -> Vec<String> {
             if value.is_object() {
                 Vec::new()
             } else {
@@ -204,7 +206,7 @@ mod tests {
         let p = Parameters::default();
         p.restore("c", "/", "early", serde_json::json!({}));
         assert_eq!(
-            p.validate("c", "/", "x", &Value::Null),
+            p.validate("c", "/", "x", &Value::Null, None),
             Err(ParameterError::UnknownComponent("c".into()))
         );
         let r = Arc::new(Recorder::default());
@@ -218,7 +220,7 @@ mod tests {
             ["set //early", "set //late", "set //late", "clear //early"]
         );
         assert_eq!(
-            p.validate("c", "/", "x", &Value::Null),
+            p.validate("c", "/", "x", &Value::Null, None),
             Err(ParameterError::Invalid(vec!["x not a list".into()]))
         );
         assert_eq!(p.list("c", Some("/")).len(), 1);

@@ -668,16 +668,24 @@ async fn amqp_without_a_host_is_this_node_with_every_permission() {
     ))
     .await
     .expect("declare");
-    // Another vhost, where guest has no permissions: the node's own connections need none.
+    // Another vhost: the user declaring the shovel needs a permission entry there, as in
+    // RabbitMQ (an empty one will do: the node's own connections have every permission).
     let r = api(&a, "PUT", "/api/vhosts/other", None).await;
     assert_eq!(r.status, 201);
-    let r = put_shovel(
-        &a,
-        "local",
-        json!({"src-uri": "amqp://", "src-queue": "here",
-               "dest-uri": "amqp:///other", "dest-queue": "there"}),
-    )
-    .await;
+    let local = json!({"src-uri": "amqp://", "src-queue": "here",
+                       "dest-uri": "amqp:///other", "dest-queue": "there"});
+    let r = api(&a, "DELETE", "/api/permissions/other/guest", None).await;
+    assert!(r.status == 204 || r.status == 404, "{}", r.status);
+    let r = put_shovel(&a, "local", local.clone()).await;
+    assert_eq!(r.status, 400);
+    assert_eq!(
+        r.json()["reason"],
+        "Validation failed\n\nuser \"guest\" may not connect to vhost \"other\"\n"
+    );
+    let none = json!({"configure": "", "write": "", "read": ""});
+    let r = api(&a, "PUT", "/api/permissions/other/guest", Some(&none)).await;
+    assert!(r.status < 300, "{}", r.body);
+    let r = put_shovel(&a, "local", local).await;
     assert_eq!(r.status, 201, "{}", r.body);
     wait_running(&a, "local").await;
     let s = shovel_status(&a, "local").await.expect("status");

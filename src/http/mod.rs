@@ -174,7 +174,7 @@ pub(crate) fn created_status(new: bool) -> StatusCode {
 struct LocalAdmin;
 
 /// The user name requests on the local CLI socket act as.
-const LOCAL_ADMIN: &str = "rabbitmq-cli";
+pub(crate) const LOCAL_ADMIN: &str = "rabbitmq-cli";
 
 /// A user authenticated with HTTP basic auth whose tags allow the management API.
 pub(crate) struct Authenticated(pub User);

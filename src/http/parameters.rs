@@ -112,8 +112,10 @@ pub(crate) async fn parameter_put(
         .get("value")
         .cloned()
         .ok_or_else(|| bad_request("[{key_missing,value}]"))?;
+    // RabbitMQ checks what the user may reach through the value; rabbitmqctl acts as the node.
+    let user = (who.0.name != super::LOCAL_ADMIN).then_some(who.0.name.as_str());
     let set = super::durably(&b.store, async {
-        b.set_parameter(&comp, &vhost, &name, value)
+        b.set_parameter(&comp, &vhost, &name, value, user)
     })
     .await;
     match set {

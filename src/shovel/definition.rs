@@ -355,6 +355,16 @@ fn uris(v: Option<&Value>) -> Vec<AmqpUri> {
         .collect()
 }
 
+/// The vhosts the URIs naming this node (no host) reach, source and destination.
+pub fn local_vhosts(v: &Value) -> Vec<String> {
+    ["src-uri", "dest-uri"]
+        .iter()
+        .flat_map(|k| uris(v.get(*k)))
+        .filter(AmqpUri::is_local)
+        .map(|u| u.vhost)
+        .collect()
+}
+
 fn args(v: Option<&Value>) -> FieldTable {
     match v {
         Some(Value::Object(m)) => crate::json::json_table(m.iter()).unwrap_or_default(),

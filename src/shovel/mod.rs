@@ -91,8 +91,21 @@ impl Shovels {
 }
 
 impl Component for Shovels {
-    fn validate(&self, _vhost: &str, name: &str, value: &Value) -> Vec<String> {
-        definition::validate(name, value)
+    fn validate(&self, _vhost: &str, name: &str, value: &Value, user: Option<&str>) -> Vec<String> {
+        let mut errors = definition::validate(name, value);
+        // RabbitMQ's validate_params_user: a URI naming this node reaches a vhost only the
+        // user has permissions in (the node's own connections have every permission).
+        if let (Some(user), Some(b), true) = (user, self.broker.upgrade(), errors.is_empty()) {
+            for vhost in definition::local_vhosts(value) {
+                if b.vhost(&vhost).is_none() || b.permissions.get(&vhost, user).is_none() {
+                    errors.push(format!(
+                        "user \"{user}\" may not connect to vhost \"{vhost}\""
+                    ));
+                    break;
+                }
+            }
+        }
+        errors
     }
 
     fn notify(&self, vhost: &str, name: &str, value: &Value) {
