@@ -91,18 +91,19 @@ fn client_properties(connection_name: &str) -> FieldTable {
 }
 
 impl Client {
-    /// Connects as the load tool does: no connection name, heartbeats off.
+    /// Connects as the load tool does: no client properties (so no capabilities: a deleted
+    /// queue sends no basic.cancel), heartbeats off.
     pub async fn connect(uri: &AmqpUri) -> io::Result<Client> {
-        Self::open(uri, "", Some(0)).await
+        Self::open(uri, None, Some(0)).await
     }
 
     /// Connects, names the connection, and negotiates heartbeats as RabbitMQ's client does
     /// (the URI's `heartbeat`, else 10 s; the lower of both sides unless one is 0).
     pub async fn connect_named(uri: &AmqpUri, name: &str) -> io::Result<Client> {
-        Self::open(uri, name, uri.heartbeat).await
+        Self::open(uri, Some(name), uri.heartbeat).await
     }
 
-    async fn open(uri: &AmqpUri, name: &str, heartbeat: Option<u16>) -> io::Result<Client> {
+    async fn open(uri: &AmqpUri, name: Option<&str>, heartbeat: Option<u16>) -> io::Result<Client> {
         if uri.is_local() {
             return Err(err(
                 "a URI naming the local node (no host) needs that node's address (AmqpUri::at)",
@@ -120,7 +121,11 @@ impl Client {
             .map_err(|_| err("timed out connecting"))?
     }
 
-    async fn handshake(uri: &AmqpUri, name: &str, heartbeat: Option<u16>) -> io::Result<Client> {
+    async fn handshake(
+        uri: &AmqpUri,
+        name: Option<&str>,
+        heartbeat: Option<u16>,
+    ) -> io::Result<Client> {
         let sock = TcpStream::connect(uri.address()).await?;
         sock.set_nodelay(true)?;
         let (rd, wr) = sock.into_split();
@@ -143,7 +148,7 @@ impl Client {
         c.send(
             0,
             AMQPClass::Connection(connection::AMQPMethod::StartOk(connection::StartOk {
-                client_properties: client_properties(name),
+                client_properties: name.map(client_properties).unwrap_or_default(),
                 mechanism: "PLAIN".into(),
                 response: response.into(),
                 locale: "en_US".into(),
