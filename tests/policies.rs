@@ -407,11 +407,12 @@ async fn bad_policies_get_rabbitmqs_answers() {
     )
     .await;
     assert_eq!(status, 201);
-    let (status, json) = put(&b, "/api/parameters/shovel/%2F/s", json!({"value": {}})).await;
+    let path = "/api/parameters/federation-upstream/%2F/s";
+    let (status, json) = put(&b, path, json!({"value": {}})).await;
     assert_eq!(status, 400);
     assert_eq!(
         json["reason"],
-        "Validation failed\n\ncomponent shovel not found\n"
+        "Validation failed\n\ncomponent federation-upstream not found\n"
     );
 }
 
