@@ -29,14 +29,16 @@ pub enum TlsError {
     Setup(String),
 }
 
-fn file_error(path: &Path, detail: impl ToString) -> TlsError {
+/// A file that could not be used, and why.
+pub(crate) fn file_error(path: &Path, detail: impl ToString) -> TlsError {
     TlsError::File {
         path: path.display().to_string(),
         detail: detail.to_string(),
     }
 }
 
-fn certificates(path: &Path) -> Result<Vec<CertificateDer<'static>>, TlsError> {
+/// Every certificate in a PEM file; an error when it cannot be read or holds none.
+pub(crate) fn certificates(path: &Path) -> Result<Vec<CertificateDer<'static>>, TlsError> {
     let certs = CertificateDer::pem_file_iter(path)
         .map_err(|e| file_error(path, e))?
         .collect::<Result<Vec<_>, _>>()

@@ -94,7 +94,7 @@ const CLIENT_DN: &str = "CN=app-user,O=Warren Tests";
 struct TlsBroker {
     b: TestBroker,
     pki: Pki,
-    _files: tempfile::TempDir,
+    files: tempfile::TempDir,
 }
 
 async fn start_tls(adjust: impl FnOnce(&mut warren::config::Config)) -> TlsBroker {
@@ -121,11 +121,7 @@ async fn start_tls(adjust: impl FnOnce(&mut warren::config::Config)) -> TlsBroke
         adjust(c);
     })
     .await;
-    TlsBroker {
-        b,
-        pki,
-        _files: files,
-    }
+    TlsBroker { b, pki, files }
 }
 
 impl TlsBroker {
@@ -351,4 +347,134 @@ async fn the_management_api_and_metrics_over_https() {
     .await;
     assert!(metrics.starts_with("HTTP/1.1 200"), "{metrics}");
     assert!(metrics.contains("\nrabbitmq_connections "), "{metrics}");
+}
+
+/// Ready messages in queue `q` of `b` (0 while it does not exist).
+async fn ready(b: &TestBroker, q: &str) -> u32 {
+    let (_c, ch) = b.channel().await;
+    let passive = QueueDeclareOptions {
+        passive: true,
+        ..Default::default()
+    };
+    within(ch.queue_declare(q.into(), passive, FieldTable::default()))
+        .await
+        .map_or(0, |ok| ok.message_count())
+}
+
+/// The status of shovel `name` in vhost `/` of `b`, once it is no longer starting.
+async fn shovel_settled(b: &TestBroker, name: &str) -> serde_json::Value {
+    let path = format!("/api/shovels/vhost/%2F/{name}");
+    for _ in 0..400 {
+        let r = common::http::request(b.server.http_addr, "GET", &path, GUEST, None).await;
+        if r.status == 200 && r.json()[0]["state"] != "starting" {
+            return r.json()[0].clone();
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    panic!("shovel {name} never left the starting state");
+}
+
+const GUEST: Option<(&str, &str)> = Some(("guest", "guest"));
+
+/// A shovel whose source is the TLS broker's `amqps` listener (#21), with the options in the
+/// URI's query as RabbitMQ reads them: checked against `cacertfile` under the name in
+/// `server_name_indication`; refused when only the system's roots are there to trust it;
+/// taken unverified with `verify=verify_none`; logging in with a client certificate
+/// (`certfile`, `keyfile`, `auth_mechanism=external`).
+#[tokio::test]
+async fn a_shovel_reads_from_an_amqps_source() {
+    let t = start_tls(|_| {}).await;
+    let dest = start().await;
+    let dir = t.files.path();
+    let client_cert = dir.join("client.pem");
+    let client_key = dir.join("client.key");
+    std::fs::write(&client_cert, &t.pki.client.cert).expect("write");
+    std::fs::write(&client_key, &t.pki.client.key).expect("write");
+    let dn = CLIENT_DN.replace(' ', "%20");
+    for (path, body) in [
+        (format!("/api/users/{dn}"), r#"{"tags":""}"#),
+        (
+            format!("/api/permissions/%2F/{dn}"),
+            r#"{"configure":".*","write":".*","read":".*"}"#,
+        ),
+    ] {
+        let r = common::http::request(t.b.server.http_addr, "PUT", &path, GUEST, Some(body)).await;
+        assert_eq!(r.status, 201, "{}", r.body);
+    }
+    let (_c, ch) = t.b.channel().await;
+    let port = t.amqps_port();
+    let ca = dir.join("ca.pem").display().to_string();
+    let cases = [
+        (
+            "sni",
+            format!("amqps://guest:guest@127.0.0.1:{port}?cacertfile={ca}&server_name_indication=localhost"),
+        ),
+        ("unverified", format!("amqps://guest:guest@localhost:{port}?verify=verify_none")),
+        (
+            "external",
+            format!(
+                "amqps://localhost:{port}?cacertfile={ca}&certfile={}&keyfile={}&auth_mechanism=external",
+                client_cert.display(),
+                client_key.display()
+            ),
+        ),
+        ("untrusted", format!("amqps://guest:guest@localhost:{port}")),
+    ];
+    for (name, src_uri) in &cases {
+        let q = format!("tls-{name}");
+        within(ch.queue_declare(
+            q.as_str().into(),
+            QueueDeclareOptions::default(),
+            FieldTable::default(),
+        ))
+        .await
+        .expect("declare");
+        for i in 0..5 {
+            within(ch.basic_publish(
+                "".into(),
+                q.as_str().into(),
+                BasicPublishOptions::default(),
+                format!("{name}{i}").as_bytes(),
+                BasicProperties::default(),
+            ))
+            .await
+            .expect("publish");
+        }
+        let value = serde_json::json!({"value": {
+            "src-uri": src_uri, "src-queue": q,
+            "dest-uri": format!("amqp://guest:guest@{}", dest.server.amqp_addr), "dest-queue": q,
+        }});
+        let path = format!("/api/parameters/shovel/%2F/{name}");
+        let r = common::http::request(
+            dest.server.http_addr,
+            "PUT",
+            &path,
+            GUEST,
+            Some(&value.to_string()),
+        )
+        .await;
+        assert_eq!(r.status, 201, "{}", r.body);
+    }
+    for (name, _) in &cases[..3] {
+        let status = shovel_settled(&dest, name).await;
+        assert_eq!(status["state"], "running", "{name}: {status}");
+        let q = format!("tls-{name}");
+        for _ in 0..400 {
+            if ready(&dest, &q).await == 5 {
+                break;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+        }
+        assert_eq!(
+            ready(&dest, &q).await,
+            5,
+            "{name}: moved to the destination"
+        );
+        assert_eq!(ready(&t.b, &q).await, 0, "{name}: taken from the source");
+    }
+    let status = shovel_settled(&dest, "untrusted").await;
+    assert_eq!(status["state"], "terminated", "{status}");
+    let reason = status["reason"].as_str().unwrap_or_default();
+    assert!(reason.contains("certificate"), "{reason}");
+    assert_eq!(ready(&t.b, "tls-untrusted").await, 5, "nothing taken");
 }

@@ -109,9 +109,6 @@ impl Client {
                 "a URI naming the local node (no host) needs that node's address (AmqpUri::at)",
             ));
         }
-        if uri.tls {
-            return Err(err("amqps:// URIs are not supported yet"));
-        }
         let limit = uri
             .connection_timeout_ms
             .map(Duration::from_millis)
@@ -128,10 +125,16 @@ impl Client {
     ) -> io::Result<Client> {
         let sock = TcpStream::connect(uri.address()).await?;
         sock.set_nodelay(true)?;
-        let (rd, wr) = sock.into_split();
+        let (rd, wr): (ReadHalf, WriteHalf) = if uri.tls {
+            let (rd, wr) = tokio::io::split(super::tls::connect(uri, sock).await?);
+            (Box::new(rd), Box::new(wr))
+        } else {
+            let (rd, wr) = sock.into_split();
+            (Box::new(rd), Box::new(wr))
+        };
         let mut c = Client {
-            rd: Box::new(rd),
-            wr: Box::new(wr),
+            rd,
+            wr,
             rbuf: BytesMut::with_capacity(1 << 20),
             frame_max: FRAME_MAX,
             heartbeat: 0,
@@ -144,12 +147,15 @@ impl Client {
             }
             other => return Err(err(format!("expected connection.start, got {other:?}"))),
         }
-        let response = format!("\0{}\0{}", uri.user, uri.password);
+        let (mechanism, response) = match uri.external {
+            true => ("EXTERNAL", String::new()),
+            false => ("PLAIN", format!("\0{}\0{}", uri.user, uri.password)),
+        };
         c.send(
             0,
             AMQPClass::Connection(connection::AMQPMethod::StartOk(connection::StartOk {
                 client_properties: name.map(client_properties).unwrap_or_default(),
-                mechanism: "PLAIN".into(),
+                mechanism: mechanism.into(),
                 response: response.into(),
                 locale: "en_US".into(),
             })),

@@ -4,6 +4,7 @@
 //! which reads and writes the connection's halves itself so it can batch.
 
 pub mod connection;
+pub mod tls;
 pub mod uri;
 
 pub use connection::{Client, Closed};

@@ -32,10 +32,19 @@ pub struct AmqpUri {
     pub connection_timeout_ms: Option<u64>,
     /// `verify=verify_none` in the query: the server's certificate is not checked.
     pub verify_none: bool,
-    /// `server_name_indication` in the query: the name checked and sent (default: the host).
+    /// `server_name_indication` in the query: the name checked and sent (default: the host;
+    /// `disable` sends none and checks the host).
     pub server_name: Option<String>,
-    /// `cacertfile` in the query: the CA bundle to check the server against.
+    /// `cacertfile` in the query: the CA bundle to check the server against (default: the
+    /// system's roots).
     pub cacertfile: Option<String>,
+    /// `certfile` in the query: the client certificate (chain) to present.
+    pub certfile: Option<String>,
+    /// `keyfile` in the query: the client certificate's key.
+    pub keyfile: Option<String>,
+    /// `auth_mechanism=external` in the query: log in as the client certificate (SASL
+    /// EXTERNAL) instead of with the user and password.
+    pub external: bool,
     /// The URI as given, for connecting again.
     text: String,
 }
@@ -119,6 +128,9 @@ impl AmqpUri {
             verify_none: false,
             server_name: None,
             cacertfile: None,
+            certfile: None,
+            keyfile: None,
+            external: false,
             text: uri.to_owned(),
         };
         for pair in query.split('&').filter(|p| !p.is_empty()) {
@@ -134,18 +146,24 @@ impl AmqpUri {
                 "verify" => parsed.verify_none = v == "verify_none",
                 "server_name_indication" => parsed.server_name = Some(v),
                 "cacertfile" => parsed.cacertfile = Some(v),
-                // RabbitMQ's other options (channel_max, frame_max, auth_mechanism,
-                // certfile, keyfile, ...) are accepted and not used.
+                "certfile" => parsed.certfile = Some(v),
+                "keyfile" => parsed.keyfile = Some(v),
+                "auth_mechanism" => parsed.external |= v.eq_ignore_ascii_case("external"),
+                // RabbitMQ's other options (channel_max, frame_max, depth, password, ...) are
+                // accepted and not used.
                 _ => {}
             }
         }
         Ok(parsed)
     }
 
-    /// This URI's vhost and options, reached at `addr` as `user` (how a URI naming the local
-    /// node is connected); it still shows as given.
+    /// This URI's vhost and options, reached at `addr` as `user` over plain TCP (how a URI
+    /// naming the local node is connected, `amqps://` too, as RabbitMQ's direct connection
+    /// ignores TLS); it still shows as given.
     pub fn at(&self, addr: std::net::SocketAddr, user: &str, password: &str) -> AmqpUri {
         AmqpUri {
+            tls: false,
+            external: false,
             host: addr.ip().to_string(),
             port: addr.port(),
             user: user.to_owned(),
@@ -237,6 +255,24 @@ mod tests {
         assert_eq!(u.redacted(), "amqp://h:5673/%2Fv?heartbeat=5");
         let v6 = AmqpUri::parse("amqp://[::1]:5680").unwrap();
         assert_eq!(v6.address(), "[::1]:5680");
+    }
+
+    #[test]
+    fn tls_options_from_the_query() {
+        let u = AmqpUri::parse(
+            "amqps://h?cacertfile=%2Fetc%2Fca.pem&certfile=c.pem&keyfile=k.pem\
+             &verify=verify_none&server_name_indication=broker&auth_mechanism=external",
+        )
+        .unwrap();
+        assert_eq!(u.cacertfile.as_deref(), Some("/etc/ca.pem"));
+        assert_eq!(
+            (u.certfile.as_deref(), u.keyfile.as_deref()),
+            (Some("c.pem"), Some("k.pem"))
+        );
+        assert!(u.verify_none && u.external);
+        assert_eq!(u.server_name.as_deref(), Some("broker"));
+        let plain = AmqpUri::parse("amqps://h?auth_mechanism=plain").unwrap();
+        assert!(!plain.verify_none && !plain.external);
     }
 
     #[test]
