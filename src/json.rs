@@ -56,6 +56,13 @@ fn json_value(v: &Value) -> Option<AMQPValue> {
     })
 }
 
+/// Unix milliseconds as RabbitMQ's plugins show an Erlang `calendar:local_time()`
+/// (`2026-12-01 08:11:06`, UTC here): the `timestamp` of shovel and federation status.
+pub fn erlang_local_time(unix_ms: u64) -> String {
+    let t = rfc3339_ms(unix_ms);
+    format!("{} {}", &t[..10], &t[11..19])
+}
+
 /// Unix milliseconds as RabbitMQ's API writes times (`2026-12-01T08:11:06.535+00:00`).
 pub fn rfc3339_ms(unix_ms: u64) -> String {
     let (secs, ms) = (unix_ms / 1000, unix_ms % 1000);

@@ -21,6 +21,7 @@ pub mod definitions;
 pub mod delayed;
 pub mod error;
 pub mod exchange;
+pub mod federation;
 pub mod http;
 pub mod json;
 pub mod message;
@@ -202,8 +203,10 @@ impl Server {
             .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidInput, e.to_string()))?;
         let broker = Broker::open(config).map_err(|e| std::io::Error::other(e.to_string()))?;
         log_recovered(&broker).await;
-        // Before the definitions file (it may hold shovels) and before any API call.
+        // Before the definitions file (it may hold shovels and upstreams) and before any API
+        // call.
         shovel::Shovels::install(&broker);
+        federation::Federation::install(&broker);
         if let Some(path) = &broker.config.load_definitions {
             load_definitions(&broker, path).await?;
         }

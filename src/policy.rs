@@ -75,8 +75,9 @@ const OPERATOR_KEYS: &[&str] = &[
     "target-group-size",
 ];
 
-/// Keys RabbitMQ (with its bundled plugins) accepts but Warren stores without acting on them
-/// (mirroring, federation, queue modes and stream settings), so exported definitions import.
+/// Keys RabbitMQ (with its bundled plugins) accepts but Warren's core stores without acting
+/// on them (mirroring, queue modes and stream settings, so exported definitions import; the
+/// federation keys, which the federation front end reads).
 const ACCEPTED_KEYS: &[&str] = &[
     "ha-mode",
     "ha-params",
@@ -136,6 +137,8 @@ fn validate_key(key: &str, v: &Value) -> Result<(), String> {
         "alternate-exchange" if !v.is_string() => bad("alternate exchange name"),
         "dead-letter-exchange" if !v.is_string() => bad("dead letter exchange name"),
         "dead-letter-routing-key" if !v.is_string() => bad("dead letter routing key"),
+        "federation-upstream" if !v.is_string() => bad("federation upstream name"),
+        "federation-upstream-set" if !v.is_string() => bad("federation upstream set name"),
         "message-ttl" if !integer_at_least(v, 0) => bad("message TTL"),
         "expires" if !integer_at_least(v, 1) => bad("queue expiry"),
         "max-length" | "max-length-bytes" if !integer_at_least(v, 0) => bad("maximum length"),
@@ -243,6 +246,13 @@ impl Policy {
                 "[{}] are not recognised policy settings",
                 unknown.join(",")
             )));
+        }
+        let federation = ["federation-upstream", "federation-upstream-set"];
+        if federation.iter().all(|k| definition.contains_key(*k)) {
+            return Err(invalid(
+                "cannot specify federation-upstream, federation-upstream-set or \
+                 federation-upstream-pattern together",
+            ));
         }
         for (k, v) in &definition {
             validate_key(k, v).map_err(invalid)?;

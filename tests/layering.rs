@@ -90,8 +90,10 @@ fn the_core_names_no_front_end_and_no_amqp_error() {
         "src/amqp/",
         "src/http/",
         "src/metrics/",
-        // Shovels are a front end on the broker's own AMQP client, which shares the codec.
+        // Shovels and federation are front ends on the broker's own AMQP client, which shares
+        // the codec.
         "src/shovel/",
+        "src/federation/",
         "src/client/",
         "src/bin/",
         "src/lib.rs",

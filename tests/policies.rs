@@ -407,12 +407,12 @@ async fn bad_policies_get_rabbitmqs_answers() {
     )
     .await;
     assert_eq!(status, 201);
-    let path = "/api/parameters/federation-upstream/%2F/s";
+    let path = "/api/parameters/no-such-component/%2F/s";
     let (status, json) = put(&b, path, json!({"value": {}})).await;
     assert_eq!(status, 400);
     assert_eq!(
         json["reason"],
-        "Validation failed\n\ncomponent federation-upstream not found\n"
+        "Validation failed\n\ncomponent no-such-component not found\n"
     );
 }
 

@@ -346,12 +346,12 @@ async fn validation_answers_with_rabbitmqs_texts() {
         r.json()["reason"],
         "Validation failed\n\nCannot specify 'dest-exchange' and 'dest-queue'\nsrc-delete-after should be a number greater than or equal to 0, \"never\" or \"queue-length\", actually was &lt;&lt;\"sometimes\"&gt;&gt;\n\"foo://x\" not a valid URI: {{unexpected_uri_scheme,\"foo\"},\"foo://x\"}\n"
     );
-    let path = "/api/parameters/federation-upstream/%2F/up";
+    let path = "/api/parameters/no-such-component/%2F/up";
     let r = api(&a, "PUT", path, Some(&json!({"value": {}}))).await;
     assert_eq!(r.status, 400);
     assert_eq!(
         r.json()["reason"],
-        "Validation failed\n\ncomponent federation-upstream not found\n"
+        "Validation failed\n\ncomponent no-such-component not found\n"
     );
     let r = api(
         &a,

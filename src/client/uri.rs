@@ -80,6 +80,12 @@ pub fn percent_decode(s: &str) -> Option<String> {
 impl AmqpUri {
     /// Parses a URI.
     pub fn parse(uri: &str) -> Result<AmqpUri, UriError> {
+        Self::parse_in(uri, "/")
+    }
+
+    /// Parses a URI whose vhost, when it names none, is `default_vhost` (RabbitMQ's
+    /// `amqp_uri:parse/2`, which federation uses with the federated exchange's vhost).
+    pub fn parse_in(uri: &str, default_vhost: &str) -> Result<AmqpUri, UriError> {
         let (scheme, rest) = uri
             .split_once("://")
             .ok_or_else(|| refuse(uri, "{no_scheme}"))?;
@@ -112,7 +118,7 @@ impl AmqpUri {
         };
         let (host, port) = split_host_port(hostport).ok_or_else(|| refuse(uri, "bad port"))?;
         let vhost = match path {
-            None => "/".to_owned(),
+            None => default_vhost.to_owned(),
             Some(p) if p.contains('/') => return Err(refuse(uri, "vhost contains a '/'")),
             Some(p) => decode(p)?,
         };
@@ -155,6 +161,27 @@ impl AmqpUri {
             }
         }
         Ok(parsed)
+    }
+
+    /// `amqp://` naming vhost `vhost` of the local node.
+    pub fn local(vhost: &str) -> AmqpUri {
+        AmqpUri {
+            tls: false,
+            host: String::new(),
+            port: 5672,
+            user: String::new(),
+            password: String::new(),
+            vhost: vhost.to_owned(),
+            heartbeat: None,
+            connection_timeout_ms: None,
+            verify_none: false,
+            server_name: None,
+            cacertfile: None,
+            certfile: None,
+            keyfile: None,
+            external: false,
+            text: "amqp://".to_owned(),
+        }
     }
 
     /// This URI's vhost and options, reached at `addr` as `user` over plain TCP (how a URI
@@ -224,6 +251,27 @@ fn split_host_port(s: &str) -> Option<(&str, Option<u16>)> {
     match port {
         None | Some("") => Some((host, None)),
         Some(p) => Some((host, Some(p.parse().ok()?))),
+    }
+}
+
+/// `rabbit_parameter_validation`-style check of a URI value (a string or a list of them),
+/// with RabbitMQ's texts.
+pub fn check(name: &str, v: &serde_json::Value) -> Vec<String> {
+    use serde_json::Value;
+    match v {
+        Value::String(s) => match AmqpUri::parse(s) {
+            Ok(_) => Vec::new(),
+            Err(e) => vec![e.0],
+        },
+        Value::Array(list) => list
+            .iter()
+            .map(|u| check(name, u))
+            .find(|e| !e.is_empty())
+            .unwrap_or_default(),
+        other => vec![format!(
+            "{name} should be list, actually was {}",
+            crate::json::erlang_term(other)
+        )],
     }
 }
 

@@ -11,6 +11,7 @@ mod consumers;
 mod contents;
 mod definitions;
 mod exchanges;
+mod federation;
 mod health;
 mod lenient;
 mod listing;
@@ -496,6 +497,8 @@ pub fn router(broker: Arc<Broker>) -> Router {
                 .put(parameters::parameter_put)
                 .delete(parameters::parameter_delete),
         )
+        .route("/api/federation-links", get(federation::list))
+        .route("/api/federation-links/{vhost}", get(federation::list_vhost))
         .route("/api/shovels", get(shovels::list))
         .route("/api/shovels/{vhost}", get(shovels::list_vhost))
         .route(

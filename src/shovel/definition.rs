@@ -4,22 +4,15 @@
 //! RabbitMQ 3.13's, the pre-3.7 spellings (`delete-after`, `prefetch-count`,
 //! `add-forward-headers`, `publish-properties`) included.
 
+use crate::client::uri::check as uri;
 use crate::client::AmqpUri;
-use crate::json::{erlang_binary, erlang_term};
+use crate::json::erlang_term;
+use crate::parameters::validation::{binary, boolean, enum_of, number, one, proplist, Check};
 use amq_protocol::types::FieldTable;
 use serde_json::{Map, Value};
 use std::time::Duration;
 
-/// When the source's deliveries are acknowledged.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum AckMode {
-    /// After the destination confirmed the message (the default).
-    OnConfirm,
-    /// As soon as the message was published to the destination.
-    OnPublish,
-    /// Never: the source delivers without acknowledgements.
-    NoAck,
-}
+pub use crate::client::relay::AckMode;
 
 /// When the shovel deletes itself.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -99,45 +92,6 @@ const DEFAULT_PREFETCH: u16 = 1000;
 /// The protocols Warren's shovels speak.
 const PROTOCOLS: [&str; 1] = ["amqp091"];
 
-type Check = fn(&str, &Value) -> Vec<String>;
-
-fn one(s: String) -> Vec<String> {
-    vec![s]
-}
-
-fn number(name: &str, v: &Value) -> Vec<String> {
-    if v.is_number() {
-        Vec::new()
-    } else {
-        one(format!(
-            "{name} should be a number, actually was {}",
-            erlang_term(v)
-        ))
-    }
-}
-
-fn binary(name: &str, v: &Value) -> Vec<String> {
-    if v.is_string() {
-        Vec::new()
-    } else {
-        one(format!(
-            "{name} should be binary, actually was {}",
-            erlang_term(v)
-        ))
-    }
-}
-
-fn boolean(name: &str, v: &Value) -> Vec<String> {
-    if v.is_boolean() {
-        Vec::new()
-    } else {
-        one(format!(
-            "{name} should be boolean, actually was {}",
-            erlang_term(v)
-        ))
-    }
-}
-
 fn queue_name(name: &str, v: &Value) -> Vec<String> {
     match v.as_str() {
         Some(s) if s.len() > 255 => one(format!(
@@ -149,45 +103,12 @@ fn queue_name(name: &str, v: &Value) -> Vec<String> {
     }
 }
 
-fn enum_of(name: &str, v: &Value, options: &[&str]) -> Vec<String> {
-    match v.as_str() {
-        Some(s) if options.contains(&s) => Vec::new(),
-        Some(_) => {
-            let list: Vec<String> = options.iter().map(|o| erlang_binary(o)).collect();
-            one(format!(
-                "{name} should be one of [{}], actually was {}",
-                list.join(","),
-                erlang_term(v)
-            ))
-        }
-        None => binary(name, v),
-    }
-}
-
 fn ack_mode(name: &str, v: &Value) -> Vec<String> {
     enum_of(name, v, &["no-ack", "on-publish", "on-confirm"])
 }
 
 fn protocol(name: &str, v: &Value) -> Vec<String> {
     enum_of(name, v, &PROTOCOLS)
-}
-
-fn uri(name: &str, v: &Value) -> Vec<String> {
-    match v {
-        Value::String(s) => match AmqpUri::parse(s) {
-            Ok(_) => Vec::new(),
-            Err(e) => one(e.0),
-        },
-        Value::Array(list) => list
-            .iter()
-            .map(|u| uri(name, u))
-            .find(|e| !e.is_empty())
-            .unwrap_or_default(),
-        other => one(format!(
-            "{name} should be list, actually was {}",
-            erlang_term(other)
-        )),
-    }
 }
 
 fn table(name: &str, v: &Value) -> Vec<String> {
@@ -254,36 +175,6 @@ fn properties(name: &str, v: &Value) -> Vec<String> {
         ],
         v,
     )
-}
-
-/// `rabbit_parameter_validation:proplist/3`: each key's check in order (a missing mandatory
-/// key is an error), the messages of later checks first, and unknown keys before all.
-fn proplist(name: &str, checks: &[(&str, Check, bool)], v: &Value) -> Vec<String> {
-    let Value::Object(m) = v else {
-        return one(format!("{name} not a list {}", erlang_term(v)));
-    };
-    let mut results: Vec<Vec<String>> = Vec::new();
-    for (key, check, mandatory) in checks {
-        match m.get(*key) {
-            Some(value) => results.push(check(key, value)),
-            None if *mandatory => results.push(one(format!("Key \"{key}\" not found in {name}"))),
-            None => {}
-        }
-    }
-    let unknown: Vec<String> = m
-        .iter()
-        .filter(|(k, _)| !checks.iter().any(|(c, _, _)| c == k))
-        .map(|(k, v)| format!("{{{},{}}}", erlang_binary(k), erlang_term(v)))
-        .collect();
-    let mut out = Vec::new();
-    if !unknown.is_empty() {
-        out.push(format!(
-            "Unrecognised terms [{}] in {name}",
-            unknown.join(",")
-        ));
-    }
-    out.extend(results.into_iter().rev().flatten());
-    out
 }
 
 /// The checks of a definition's keys, in RabbitMQ's order (shovel, source, destination).
@@ -410,11 +301,7 @@ impl ShovelDef {
             .map_or(DEFAULT_PREFETCH, |n| {
                 n.clamp(0.0, f64::from(u16::MAX)) as u16
             });
-        let ack_mode = match m.get("ack-mode").and_then(Value::as_str) {
-            Some("no-ack") => AckMode::NoAck,
-            Some("on-publish") => AckMode::OnPublish,
-            _ => AckMode::OnConfirm,
-        };
+        let ack_mode = AckMode::parse(m.get("ack-mode").and_then(Value::as_str));
         let delay = m
             .get("reconnect-delay")
             .and_then(Value::as_f64)

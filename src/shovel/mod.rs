@@ -1,18 +1,17 @@
 //! Dynamic shovels (RabbitMQ's shovel plugin, built in): the `shovel` runtime-parameter
 //! component. Setting a parameter validates it (`definition`) and (re)starts its task
 //! (`worker`), which consumes from the source broker and publishes to the destination over
-//! Warren's own AMQP client (`session` sets a run up, `pump` moves the messages, `props`
-//! rewrites properties on the way). Clearing the parameter, or deleting its vhost, stops the
+//! Warren's own AMQP client (`session` sets a run up, the client's relay moves the
+//! messages, `props` rewrites properties and picks the destination on the way). Clearing the parameter, or deleting its vhost, stops the
 //! task; the task ends its connections, so the source requeues what it had not settled.
 //!
 //! A URI without a host (`amqp://`) names this node, as in RabbitMQ: the shovel connects to
 //! its own AMQP listener as the internal user, with every permission (RabbitMQ's direct
-//! connection). Not yet: `amqps://`, shovels on a clustered node (the parameter is refused
+//! connection). Not yet: shovels on a clustered node (the parameter is refused
 //! there), AMQP 1.0 endpoints.
 
 pub mod definition;
 mod props;
-mod pump;
 mod session;
 pub mod status;
 pub mod worker;

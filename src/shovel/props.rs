@@ -4,13 +4,19 @@
 //! changes nothing forwards the property bytes untouched.
 
 use super::definition::ShovelDef;
+use crate::client::relay::{AckMode, Delivery, Route, Transfer};
 use amq_protocol::protocol::basic::{gen_properties, parse_properties, AMQPProperties};
 use amq_protocol::types::{AMQPValue, FieldArray, FieldTable, LongString, ShortString};
 use serde_json::Value;
+use std::borrow::Cow;
 
 /// The fixed part of a shovel's rewrite, worked out once per connection.
 #[derive(Debug, Default)]
 pub struct Rewrite {
+    ack_mode: AckMode,
+    dest_queue: Option<String>,
+    dest_exchange: Option<String>,
+    dest_exchange_key: Option<String>,
     /// Entries of the `x-shovelled` table, when forward headers are on.
     forward: Option<Vec<(String, String)>>,
     timestamp: bool,
@@ -64,13 +70,17 @@ impl Rewrite {
             t
         });
         Rewrite {
+            ack_mode: def.ack_mode,
+            dest_queue: def.dest_queue.clone(),
+            dest_exchange: def.dest_exchange.clone(),
+            dest_exchange_key: def.dest_exchange_key.clone(),
             forward,
             timestamp: def.add_timestamp_header,
             properties: def.publish_properties.clone(),
         }
     }
 
-    /// True when messages go through untouched.
+    /// True when messages' properties go through untouched.
     pub fn is_identity(&self) -> bool {
         self.forward.is_none() && !self.timestamp && self.properties.is_empty()
     }
@@ -132,6 +142,34 @@ impl Rewrite {
             };
         }
         p
+    }
+}
+
+impl Transfer for Rewrite {
+    fn ack_mode(&self) -> AckMode {
+        self.ack_mode
+    }
+
+    /// To the destination queue, else to the destination exchange (or the message's own)
+    /// with the destination key (or the message's own).
+    fn destination<'a>(&'a self, d: &Delivery<'a>) -> Route<'a> {
+        let (exchange, routing_key) = match (&self.dest_queue, &self.dest_exchange) {
+            (Some(q), _) => ("", q.as_str()),
+            (None, x) => (
+                x.as_deref().unwrap_or(d.exchange),
+                self.dest_exchange_key.as_deref().unwrap_or(d.routing_key),
+            ),
+        };
+        let props = if self.is_identity() {
+            None
+        } else {
+            self.apply(d.props, crate::clock::unix_secs())
+        };
+        Route::Publish {
+            exchange: Cow::Borrowed(exchange),
+            routing_key: Cow::Borrowed(routing_key),
+            props,
+        }
     }
 }
 

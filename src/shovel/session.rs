@@ -6,6 +6,7 @@
 //! basic.consume. Channel 1 carries the work on both connections.
 
 use super::definition::{AckMode, DeleteAfter, ShovelDef, Source};
+use crate::client::local::LocalNode;
 use crate::client::{AmqpUri, Client, Closed};
 use amq_protocol::protocol::{basic, confirm, queue, AMQPClass};
 use amq_protocol::types::FieldTable;
@@ -34,17 +35,6 @@ pub enum Setup {
     NothingToMove,
 }
 
-/// How this node is reached by its own connections (a URI without a host).
-#[derive(Debug, Clone)]
-pub struct LocalNode {
-    /// Its AMQP listener, as this machine reaches it.
-    pub addr: std::net::SocketAddr,
-    /// The user and password its own connections log in with.
-    pub user: String,
-    /// The password.
-    pub secret: String,
-}
-
 /// Connects to one of `uris`, in random order; the last failure when none answers.
 async fn connect_any(
     uris: &[AmqpUri],
@@ -57,7 +47,7 @@ async fn connect_any(
     for uri in order {
         let target = match (uri.is_local(), local) {
             (false, _) => uri.clone(),
-            (true, Some(l)) => uri.at(l.addr, &l.user, &l.secret),
+            (true, Some(l)) => l.reach(uri),
             (true, None) => {
                 last = "this node's AMQP listener is not up".to_owned();
                 continue;

@@ -2,7 +2,7 @@
 //! reason) with when it was entered, and its counters. Shared by its task, which moves it,
 //! and the registry, which shows it.
 
-use std::sync::atomic::AtomicU64;
+use crate::client::relay::Counters;
 use std::sync::Mutex;
 
 /// Where a shovel stands.
@@ -28,18 +28,15 @@ pub enum State {
 #[derive(Debug)]
 pub struct Status {
     state: Mutex<(State, u64)>,
-    /// Messages published to the destination since the shovel started.
-    pub forwarded: AtomicU64,
-    /// Messages published and not yet confirmed by the destination.
-    pub pending: AtomicU64,
+    /// Messages forwarded since the shovel started, and those not yet confirmed.
+    pub counters: Counters,
 }
 
 impl Default for Status {
     fn default() -> Self {
         Status {
             state: Mutex::new((State::Starting, crate::clock::unix_ms())),
-            forwarded: AtomicU64::new(0),
-            pending: AtomicU64::new(0),
+            counters: Counters::default(),
         }
     }
 }

@@ -6,12 +6,12 @@
 
 use super::definition::{ShovelDef, Source};
 use super::props::Rewrite;
-use super::pump::{self, Ended};
 use super::session::{self, Session, Setup};
 use super::status::{State, Status};
-use crate::broker::{Broker, INTERNAL_USER};
+use crate::broker::Broker;
+use crate::client::local::LocalNode;
+use crate::client::relay::{self, Ended};
 use serde_json::{json, Map, Value};
-use session::LocalNode;
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Weak};
 use tokio::sync::watch;
@@ -33,19 +33,16 @@ pub struct Ctx {
     pub broker: Weak<Broker>,
 }
 
-/// RabbitMQ's `timestamp` field: `YYYY-MM-DD HH:MM:SS`.
-fn timestamp(unix_ms: u64) -> String {
-    let t = crate::json::rfc3339_ms(unix_ms);
-    format!("{} {}", &t[..10], &t[11..19])
-}
-
 impl Ctx {
     /// The status as `/api/shovels` shows it, on node `node`.
     pub fn status_json(&self, node: &str) -> Value {
         let (state, since) = self.status.state();
         let mut o = Map::new();
         o.insert("node".into(), json!(node));
-        o.insert("timestamp".into(), json!(timestamp(since)));
+        o.insert(
+            "timestamp".into(),
+            json!(crate::json::erlang_local_time(since)),
+        );
         o.insert("name".into(), json!(self.name));
         o.insert("vhost".into(), json!(self.vhost));
         o.insert("type".into(), json!("dynamic"));
@@ -83,35 +80,16 @@ impl Ctx {
                 }
                 o.insert(
                     "forwarded".into(),
-                    json!(self.status.forwarded.load(Ordering::Relaxed)),
+                    json!(self.status.counters.forwarded.load(Ordering::Relaxed)),
                 );
                 o.insert(
                     "pending".into(),
-                    json!(self.status.pending.load(Ordering::Relaxed)),
+                    json!(self.status.counters.pending.load(Ordering::Relaxed)),
                 );
             }
         }
         Value::Object(o)
     }
-}
-
-/// How the node's own connections reach it: its AMQP listener (a wildcard address as
-/// loopback), once bound.
-fn local_node(broker: &Weak<Broker>) -> Option<LocalNode> {
-    let b = broker.upgrade()?;
-    let (_, addr) = b.listeners().iter().find(|(p, _)| *p == "amqp")?;
-    let mut addr = *addr;
-    if addr.ip().is_unspecified() {
-        addr.set_ip(match addr {
-            std::net::SocketAddr::V4(_) => std::net::Ipv4Addr::LOCALHOST.into(),
-            std::net::SocketAddr::V6(_) => std::net::Ipv6Addr::LOCALHOST.into(),
-        });
-    }
-    Some(LocalNode {
-        addr,
-        user: INTERNAL_USER.to_owned(),
-        secret: b.internal_secret.clone(),
-    })
 }
 
 /// Closes a run's connections: the destination first (what it confirmed is settled), then
@@ -125,7 +103,7 @@ async fn close(s: Session, text: &str) {
 pub async fn run(ctx: Arc<Ctx>, mut stop: watch::Receiver<bool>) {
     loop {
         ctx.status.set(State::Starting);
-        let local = local_node(&ctx.broker);
+        let local = ctx.broker.upgrade().and_then(|b| LocalNode::of(&b));
         let setup = tokio::select! {
             r = session::start(&ctx.def, &ctx.name, local.as_ref()) => r,
             _ = stop.changed() => return,
@@ -137,7 +115,7 @@ pub async fn run(ctx: Arc<Ctx>, mut stop: watch::Receiver<bool>) {
                     src_uri: s.src_uri.clone(),
                     dest_uri: s.dst_uri.clone(),
                 });
-                let rewrite = Rewrite::new(
+                let mut rewrite = Rewrite::new(
                     &ctx.def,
                     &ctx.cluster_name,
                     &ctx.vhost,
@@ -145,8 +123,15 @@ pub async fn run(ctx: Arc<Ctx>, mut stop: watch::Receiver<bool>) {
                     &s.src_uri,
                     &s.dst_uri,
                 );
-                let r = pump::run(&mut s, &ctx.def, &rewrite, &ctx.status, &mut stop).await;
-                ctx.status.pending.store(0, Ordering::Relaxed);
+                let Session {
+                    src,
+                    dst,
+                    remaining,
+                    ..
+                } = &mut *s;
+                let counters = &ctx.status.counters;
+                let r = relay::run(src, dst, *remaining, &mut rewrite, counters, &mut stop).await;
+                counters.pending.store(0, Ordering::Relaxed);
                 if r.is_ok() {
                     close(*s, "shovel stopped").await;
                 }

@@ -1,5 +1,5 @@
 //! A real RabbitMQ (Debian's 3.10, installed by `tests/tools/install-rabbitmq` when missing) on
-//! free loopback ports with its own data dir, with the management and shovel plugins, for the
+//! free loopback ports with its own data dir, with the management, shovel and federation plugins, for the
 //! tests that move messages between it and Warren. Stopped (its Erlang VM killed) when dropped.
 
 use super::cluster::free_port;
@@ -32,7 +32,8 @@ impl Rabbit {
         }
         std::fs::write(
             base.join("enabled_plugins"),
-            "[rabbitmq_management,rabbitmq_shovel,rabbitmq_shovel_management].\n",
+            "[rabbitmq_management,rabbitmq_shovel,rabbitmq_shovel_management,\
+             rabbitmq_federation,rabbitmq_federation_management].\n",
         )
         .expect("plugins");
         std::fs::write(

@@ -1,24 +1,93 @@
-//! Moving messages, once a run is set up: one task reads both connections, assembles each
-//! delivery from the source, publishes it to the destination and settles it at the source
-//! by the ack mode (after the destination's confirm, after the publish, or never). What
-//! one wake-up produces for a socket goes out in one write. A destination that blocks
-//! (`connection.blocked`) stops the reading of the source; unsettled deliveries bound what
-//! is in flight to the prefetch. Heartbeats are sent and watched on both connections.
+//! Moving messages between two connections, once they are set up (a shovel's run, a
+//! federation link): one task reads both, assembles each delivery consumed on channel 1 of
+//! the source, asks its [`Transfer`] where it goes, publishes it on channel 1 of the
+//! destination and settles it at the source by the ack mode (after the destination's
+//! confirm, after the publish, or never). What one wake-up produces for a socket goes out in
+//! one write. A destination that blocks (`connection.blocked`) stops the reading of the
+//! source; unsettled deliveries bound what is in flight to the prefetch. Heartbeats are sent
+//! and watched on both connections.
 
-use super::definition::{AckMode, ShovelDef};
-use super::props::Rewrite;
-use super::session::Session;
-use super::status::Status;
+use super::Client;
 use crate::amqp::codec::{self, Frame};
-use crate::client::Client;
 use amq_protocol::protocol::{basic, connection, AMQPClass};
 use bytes::{Bytes, BytesMut};
+use std::borrow::Cow;
 use std::collections::VecDeque;
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::sync::watch;
 use tokio::time::Instant;
+
+/// When the source's deliveries are acknowledged.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum AckMode {
+    /// After the destination confirmed the message (the default).
+    #[default]
+    OnConfirm,
+    /// As soon as the message was published to the destination.
+    OnPublish,
+    /// Never: the source delivers without acknowledgements.
+    NoAck,
+}
+
+impl AckMode {
+    /// RabbitMQ's `ack-mode` value (`on-confirm` for anything unknown).
+    pub fn parse(s: Option<&str>) -> AckMode {
+        match s {
+            Some("no-ack") => AckMode::NoAck,
+            Some("on-publish") => AckMode::OnPublish,
+            _ => AckMode::OnConfirm,
+        }
+    }
+}
+
+/// A delivery from the source, complete.
+pub struct Delivery<'a> {
+    /// The exchange it was published to.
+    pub exchange: &'a str,
+    /// Its routing key.
+    pub routing_key: &'a str,
+    /// The source's redelivered flag.
+    pub redelivered: bool,
+    /// Its encoded properties.
+    pub props: &'a [u8],
+}
+
+/// Where a delivery goes.
+pub enum Route<'a> {
+    /// Published to this exchange with this key, with these properties (None: unchanged).
+    Publish {
+        /// The destination exchange.
+        exchange: Cow<'a, str>,
+        /// The routing key.
+        routing_key: Cow<'a, str>,
+        /// Rewritten properties.
+        props: Option<Vec<u8>>,
+    },
+    /// Not forwarded, and settled at the source as done (a federation loop).
+    Drop,
+}
+
+/// What a relay's owner decides.
+pub trait Transfer {
+    /// When the source's deliveries are acknowledged.
+    fn ack_mode(&self) -> AckMode;
+    /// Where a delivery goes.
+    fn destination<'a>(&'a self, d: &Delivery<'a>) -> Route<'a>;
+    /// Called about twice a second: may add frames for the source (on another channel than
+    /// 1, as `nowait` methods).
+    fn tick(&mut self, _src_out: &mut BytesMut) {}
+}
+
+/// The counters a relay keeps.
+#[derive(Debug, Default)]
+pub struct Counters {
+    /// Messages published to the destination.
+    pub forwarded: AtomicU64,
+    /// Messages published and not yet confirmed by the destination.
+    pub pending: AtomicU64,
+}
 
 /// How a run ended without failing.
 #[derive(Debug, PartialEq, Eq)]
@@ -32,6 +101,7 @@ pub enum Ended {
 /// A delivery being assembled.
 struct Incoming {
     tag: u64,
+    redelivered: bool,
     exchange: String,
     routing_key: String,
     props: Bytes,
@@ -40,10 +110,10 @@ struct Incoming {
 }
 
 /// Where a run stands.
-struct Pump<'a> {
-    def: &'a ShovelDef,
-    rewrite: &'a Rewrite,
-    status: &'a Status,
+struct Pump<'a, T: Transfer> {
+    transfer: &'a mut T,
+    ack_mode: AckMode,
+    counters: &'a Counters,
     incoming: Option<Incoming>,
     /// (destination publish sequence number, source delivery tag), in order.
     unconfirmed: VecDeque<(u64, u64)>,
@@ -80,7 +150,7 @@ fn settle(out: &mut BytesMut, tag: u64, multiple: bool, ack: bool) {
     }
 }
 
-impl Pump<'_> {
+impl<T: Transfer> Pump<'_, T> {
     fn count_settled(&mut self, n: u64) {
         if let Some(left) = &mut self.to_settle {
             *left = left.saturating_sub(n);
@@ -97,29 +167,32 @@ impl Pump<'_> {
             // Past the limit: left unsettled, the source requeues it when the run ends.
             return;
         }
-        let (exchange, routing_key) = match (&self.def.dest_queue, &self.def.dest_exchange) {
-            (Some(q), _) => ("", q.as_str()),
-            (None, x) => (
-                x.as_deref().unwrap_or(&m.exchange),
-                self.def
-                    .dest_exchange_key
-                    .as_deref()
-                    .unwrap_or(&m.routing_key),
-            ),
+        let d = Delivery {
+            exchange: &m.exchange,
+            routing_key: &m.routing_key,
+            redelivered: m.redelivered,
+            props: &m.props,
         };
-        codec::encode_publish(&mut self.dst_out, 1, exchange, routing_key);
-        let rewritten = if self.rewrite.is_identity() {
-            None
-        } else {
-            self.rewrite.apply(&m.props, crate::clock::unix_secs())
+        let Route::Publish {
+            exchange,
+            routing_key,
+            props,
+        } = self.transfer.destination(&d)
+        else {
+            if self.ack_mode != AckMode::NoAck {
+                settle(&mut self.src_out, m.tag, false, true);
+            }
+            self.count_settled(1);
+            return;
         };
-        let props = rewritten.as_deref().unwrap_or(&m.props);
+        codec::encode_publish(&mut self.dst_out, 1, &exchange, &routing_key);
+        let props = props.as_deref().unwrap_or(&m.props);
         codec::encode_content(&mut self.dst_out, 1, props, &m.body, self.dst_frame_max);
-        self.status.forwarded.fetch_add(1, Ordering::Relaxed);
+        self.counters.forwarded.fetch_add(1, Ordering::Relaxed);
         if let Some(left) = &mut self.to_publish {
             *left -= 1;
         }
-        match self.def.ack_mode {
+        match self.ack_mode {
             AckMode::OnConfirm => {
                 self.next_seq += 1;
                 self.unconfirmed.push_back((self.next_seq, m.tag));
@@ -139,6 +212,7 @@ impl Pump<'_> {
                 AMQPClass::Basic(basic::AMQPMethod::Deliver(d)) => {
                     self.incoming = Some(Incoming {
                         tag: d.delivery_tag,
+                        redelivered: d.redelivered,
                         exchange: d.exchange.to_string(),
                         routing_key: d.routing_key.to_string(),
                         props: Bytes::new(),
@@ -197,7 +271,7 @@ impl Pump<'_> {
             }
             _ => return Ok(()),
         };
-        if self.def.ack_mode != AckMode::OnConfirm {
+        if self.ack_mode != AckMode::OnConfirm {
             return Ok(());
         }
         if multiple {
@@ -254,38 +328,40 @@ async fn fill(c: &mut Client) -> std::io::Result<()> {
         c.rbuf.reserve(64 * 1024);
     }
     match c.rd.read_buf(&mut c.rbuf).await? {
-        0 => Err(crate::client::connection::err("connection closed")),
+        0 => Err(super::connection::err("connection closed")),
         _ => Ok(()),
     }
 }
 
-/// Moves messages until the run is stopped, completes, or fails (Err with the reason).
-pub async fn run(
-    s: &mut Session,
-    def: &ShovelDef,
-    rewrite: &Rewrite,
-    status: &Status,
+/// Moves messages from channel 1 of `src` to channel 1 of `dst` until the run is stopped,
+/// has settled `remaining` messages (None: no limit), or fails (Err with the reason).
+pub async fn run<T: Transfer>(
+    src: &mut Client,
+    dst: &mut Client,
+    remaining: Option<u64>,
+    transfer: &mut T,
+    counters: &Counters,
     stop: &mut watch::Receiver<bool>,
 ) -> Result<Ended, String> {
     let mut p = Pump {
-        def,
-        rewrite,
-        status,
+        ack_mode: transfer.ack_mode(),
+        transfer,
+        counters,
         incoming: None,
         unconfirmed: VecDeque::new(),
         next_seq: 0,
-        to_publish: s.remaining,
-        to_settle: s.remaining,
+        to_publish: remaining,
+        to_settle: remaining,
         src_out: BytesMut::new(),
         dst_out: BytesMut::new(),
         blocked: false,
-        dst_frame_max: s.dst.frame_max,
+        dst_frame_max: dst.frame_max,
     };
     let now = Instant::now();
     let (mut src_read, mut dst_read, mut src_wrote, mut dst_wrote) = (now, now, now, now);
     let mut tick = tokio::time::interval(Duration::from_millis(500));
     loop {
-        let (src_hb, dst_hb) = (s.src.heartbeat, s.dst.heartbeat);
+        let (src_hb, dst_hb) = (src.heartbeat, dst.heartbeat);
         if due(dst_hb, dst_wrote) {
             codec::encode_heartbeat(&mut p.dst_out);
         }
@@ -294,8 +370,8 @@ pub async fn run(
         }
         // Publishes go out before the source hears of their settling.
         for (c, out, wrote, side) in [
-            (&mut s.dst, &mut p.dst_out, &mut dst_wrote, "destination"),
-            (&mut s.src, &mut p.src_out, &mut src_wrote, "source"),
+            (&mut *dst, &mut p.dst_out, &mut dst_wrote, "destination"),
+            (&mut *src, &mut p.src_out, &mut src_wrote, "source"),
         ] {
             if out.is_empty() {
                 continue;
@@ -307,7 +383,7 @@ pub async fn run(
             out.clear();
             *wrote = Instant::now();
         }
-        p.status
+        p.counters
             .pending
             .store(p.unconfirmed.len() as u64, Ordering::Relaxed);
         if p.done() {
@@ -324,17 +400,17 @@ pub async fn run(
             return Err("destination: missed heartbeats".into());
         }
         tokio::select! {
-            r = fill(&mut s.src), if !p.blocked => {
+            r = fill(src), if !p.blocked => {
                 r.map_err(|e| failed("source", e))?;
                 src_read = Instant::now();
-                drain(&mut s.src, "source", |f| p.on_source(f)).await?;
+                drain(src, "source", |f| p.on_source(f)).await?;
             }
-            r = fill(&mut s.dst) => {
+            r = fill(dst) => {
                 r.map_err(|e| failed("destination", e))?;
                 dst_read = Instant::now();
-                drain(&mut s.dst, "destination", |f| p.on_destination(f)).await?;
+                drain(dst, "destination", |f| p.on_destination(f)).await?;
             }
-            _ = tick.tick() => {}
+            _ = tick.tick() => p.transfer.tick(&mut p.src_out),
             _ = stop.changed() => return Ok(Ended::Stopped),
         }
     }

@@ -5,6 +5,8 @@
 //! stored before then, and of every later set and clear. Policies, vhost limits and global
 //! parameters are RabbitMQ runtime parameters too but have their own homes in the core.
 
+pub mod validation;
+
 use dashmap::DashMap;
 use serde_json::Value;
 use std::sync::Arc;

@@ -1,0 +1,303 @@
+//! What federation reads and writes in messages and bindings, as RabbitMQ's federation
+//! plugin: the `x-received-from` array header (one table per link a message crossed, the
+//! newest first), which stops a message at `max-hops` links or at a broker it already
+//! passed; and the `x-bound-from` array of a binding made upstream for a binding that was
+//! itself federated, which carries the remaining hops.
+
+use amq_protocol::protocol::basic::{gen_properties, parse_properties, AMQPProperties};
+use amq_protocol::types::{AMQPValue, FieldArray, FieldTable, LongString, ShortString};
+
+/// The message header of the links a message crossed.
+pub const ROUTING_HEADER: &str = "x-received-from";
+/// The binding argument of the links a binding crossed.
+pub const BINDING_HEADER: &str = "x-bound-from";
+
+fn long(s: &str) -> AMQPValue {
+    AMQPValue::LongString(LongString::from(s.as_bytes().to_vec()))
+}
+
+fn text(t: &FieldTable, key: &str) -> Option<String> {
+    match t.inner().get(key)? {
+        AMQPValue::LongString(s) => Some(String::from_utf8_lossy(s.as_bytes()).into_owned()),
+        AMQPValue::ShortString(s) => Some(s.to_string()),
+        _ => None,
+    }
+}
+
+/// True when a table of `array` names broker `cluster` and vhost `vhost`.
+fn already_seen(cluster: &str, vhost: &str, array: &FieldArray) -> bool {
+    array.as_slice().iter().any(|v| match v {
+        AMQPValue::FieldTable(t) => {
+            text(t, "cluster-name").as_deref() == Some(cluster)
+                && text(t, "vhost").as_deref() == Some(vhost)
+        }
+        _ => false,
+    })
+}
+
+fn array<'a>(t: Option<&'a FieldTable>, key: &str) -> Option<&'a FieldArray> {
+    match t?.inner().get(key)? {
+        AMQPValue::FieldArray(a) => Some(a),
+        _ => None,
+    }
+}
+
+/// RabbitMQ's `should_forward`: a message goes on unless it crossed `max_hops` links or
+/// already passed this broker (`cluster`) and vhost.
+pub fn should_forward(
+    headers: Option<&FieldTable>,
+    max_hops: u16,
+    cluster: &str,
+    vhost: &str,
+) -> bool {
+    match array(headers, ROUTING_HEADER) {
+        Some(a) => a.as_slice().len() < usize::from(max_hops) && !already_seen(cluster, vhost, a),
+        None => true,
+    }
+}
+
+/// `table` prepended to the array header `key` of `headers`.
+fn prepend(headers: &mut FieldTable, key: &str, table: FieldTable) {
+    let mut list = vec![AMQPValue::FieldTable(table)];
+    if let Some(AMQPValue::FieldArray(old)) = headers.inner().get(key) {
+        list.extend(old.as_slice().iter().cloned());
+    }
+    headers.insert(
+        ShortString::from(key),
+        AMQPValue::FieldArray(FieldArray::from(list)),
+    );
+}
+
+/// What a link adds to the messages it moves.
+#[derive(Debug, Clone)]
+pub struct Stamp {
+    /// The upstream URI, without credentials.
+    pub uri: String,
+    /// The federated (downstream) exchange.
+    pub exchange: String,
+    /// The upstream's cluster name, when it told it.
+    pub upstream_cluster: Option<String>,
+    /// The upstream vhost.
+    pub upstream_vhost: String,
+    /// Keep `user_id` (else it is cleared, as RabbitMQ without `trust-user-id`).
+    pub trust_user_id: bool,
+    /// This broker's cluster name.
+    pub cluster: String,
+    /// The downstream vhost.
+    pub vhost: String,
+    /// The link's `max-hops`.
+    pub max_hops: u16,
+}
+
+/// What to do with a message's encoded properties.
+pub enum Verdict {
+    /// Forward it with these properties.
+    Forward(Vec<u8>),
+    /// Forward it as it is (its properties do not parse).
+    Unchanged,
+    /// Drop it (and settle it upstream): it looped or went too far.
+    Drop,
+}
+
+impl Stamp {
+    /// Checks a message and adds this link's table to its `x-received-from`.
+    pub fn apply(&self, raw: &[u8], redelivered: bool) -> Verdict {
+        let Ok((_, mut props)) = parse_properties(raw) else {
+            return Verdict::Unchanged;
+        };
+        if !should_forward(
+            props.headers().as_ref(),
+            self.max_hops,
+            &self.cluster,
+            &self.vhost,
+        ) {
+            return Verdict::Drop;
+        }
+        let mut t = FieldTable::default();
+        t.insert("uri".into(), long(&self.uri));
+        t.insert("exchange".into(), long(&self.exchange));
+        t.insert("redelivered".into(), AMQPValue::Boolean(redelivered));
+        if let Some(c) = &self.upstream_cluster {
+            t.insert("cluster-name".into(), long(c));
+        }
+        t.insert("vhost".into(), long(&self.upstream_vhost));
+        let mut headers = props.headers().clone().unwrap_or_default();
+        prepend(&mut headers, ROUTING_HEADER, t);
+        props = props.with_headers(headers);
+        if !self.trust_user_id && props.user_id().is_some() {
+            props = without_user_id(&props);
+        }
+        match cookie_factory::gen_simple(gen_properties(&props), Vec::new()) {
+            Ok(bytes) => Verdict::Forward(bytes),
+            Err(_) => Verdict::Unchanged,
+        }
+    }
+
+    /// RabbitMQ's `update_binding`: the arguments of the upstream binding for a local one
+    /// (None: not made, its hops are spent or it came from the upstream). `suffix_exchange`
+    /// is the `vhost:exchange A` name RabbitMQ writes.
+    pub fn binding_args(&self, args: &FieldTable) -> Option<FieldTable> {
+        let hops = match array(Some(args), BINDING_HEADER) {
+            None => self.max_hops,
+            Some(all) => {
+                let uc = self.upstream_cluster.as_deref().unwrap_or_default();
+                if already_seen(uc, &self.upstream_vhost, all) {
+                    0
+                } else {
+                    let prev = match all.as_slice().first() {
+                        Some(AMQPValue::FieldTable(t)) => hops_of(t),
+                        _ => 0,
+                    };
+                    prev.saturating_sub(1).min(self.max_hops)
+                }
+            }
+        };
+        if hops == 0 {
+            return None;
+        }
+        let mut t = FieldTable::default();
+        t.insert("cluster-name".into(), long(&self.cluster));
+        t.insert("vhost".into(), long(&self.vhost));
+        t.insert(
+            "exchange".into(),
+            long(&format!("{}:{} A", self.vhost, self.exchange)),
+        );
+        t.insert(
+            "hops".into(),
+            AMQPValue::ShortInt(i16::try_from(hops).unwrap_or(i16::MAX)),
+        );
+        let mut out = args.clone();
+        prepend(&mut out, BINDING_HEADER, t);
+        Some(out)
+    }
+}
+
+/// The same properties but `user_id`.
+fn without_user_id(p: &AMQPProperties) -> AMQPProperties {
+    let mut out = AMQPProperties::default();
+    if let Some(v) = p.content_type() {
+        out = out.with_content_type(v.clone());
+    }
+    if let Some(v) = p.content_encoding() {
+        out = out.with_content_encoding(v.clone());
+    }
+    if let Some(v) = p.headers() {
+        out = out.with_headers(v.clone());
+    }
+    if let Some(v) = p.delivery_mode() {
+        out = out.with_delivery_mode(*v);
+    }
+    if let Some(v) = p.priority() {
+        out = out.with_priority(*v);
+    }
+    if let Some(v) = p.correlation_id() {
+        out = out.with_correlation_id(v.clone());
+    }
+    if let Some(v) = p.reply_to() {
+        out = out.with_reply_to(v.clone());
+    }
+    if let Some(v) = p.expiration() {
+        out = out.with_expiration(v.clone());
+    }
+    if let Some(v) = p.message_id() {
+        out = out.with_message_id(v.clone());
+    }
+    if let Some(v) = p.timestamp() {
+        out = out.with_timestamp(*v);
+    }
+    if let Some(v) = p.kind() {
+        out = out.with_type(v.clone());
+    }
+    if let Some(v) = p.app_id() {
+        out = out.with_app_id(v.clone());
+    }
+    if let Some(v) = p.cluster_id() {
+        out = out.with_cluster_id(v.clone());
+    }
+    out
+}
+
+fn hops_of(t: &FieldTable) -> u16 {
+    let n = match t.inner().get("hops") {
+        Some(AMQPValue::ShortInt(n)) => i64::from(*n),
+        Some(AMQPValue::LongInt(n)) => i64::from(*n),
+        Some(AMQPValue::ShortShortInt(n)) => i64::from(*n),
+        Some(AMQPValue::ShortShortUInt(n)) => i64::from(*n),
+        Some(AMQPValue::ShortUInt(n)) => i64::from(*n),
+        Some(AMQPValue::LongUInt(n)) => i64::from(*n),
+        Some(AMQPValue::LongLongInt(n)) => *n,
+        _ => 0,
+    };
+    u16::try_from(n.max(0)).unwrap_or(u16::MAX)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn stamp(cluster: &str, hops: u16) -> Stamp {
+        Stamp {
+            uri: "amqp://up".into(),
+            exchange: "x".into(),
+            upstream_cluster: Some("up-cluster".into()),
+            upstream_vhost: "/".into(),
+            trust_user_id: false,
+            cluster: cluster.into(),
+            vhost: "/".into(),
+            max_hops: hops,
+        }
+    }
+
+    fn encode(p: &AMQPProperties) -> Vec<u8> {
+        cookie_factory::gen_simple(gen_properties(p), Vec::new()).expect("encode")
+    }
+
+    #[test]
+    fn a_message_carries_its_links_and_stops_at_max_hops() {
+        let raw = encode(&AMQPProperties::default().with_user_id("bob".into()));
+        let Verdict::Forward(once) = stamp("down", 2).apply(&raw, true) else {
+            panic!("first hop forwarded");
+        };
+        let (_, p) = parse_properties(once.as_slice()).expect("parse");
+        assert!(p.user_id().is_none(), "user_id cleared");
+        let a = array(p.headers().as_ref(), ROUTING_HEADER).expect("header");
+        assert_eq!(a.as_slice().len(), 1);
+        // One hop made: a link with max-hops 1 drops it, one with 2 forwards it.
+        assert!(matches!(
+            stamp("third", 1).apply(&once, false),
+            Verdict::Drop
+        ));
+        assert!(matches!(
+            stamp("third", 2).apply(&once, false),
+            Verdict::Forward(_)
+        ));
+        // Back at the broker it came from: dropped whatever the hops.
+        let back = stamp("up-cluster", 9);
+        let mut mid = stamp("mid", 9);
+        mid.upstream_cluster = Some("down".into());
+        let Verdict::Forward(twice) = mid.apply(&once, false) else {
+            panic!("forwarded");
+        };
+        assert!(matches!(back.apply(&twice, false), Verdict::Drop));
+    }
+
+    #[test]
+    fn bindings_carry_their_remaining_hops() {
+        let s = stamp("down", 2);
+        let first = s.binding_args(&FieldTable::default()).expect("bound");
+        let a = array(Some(&first), BINDING_HEADER).expect("header");
+        let Some(AMQPValue::FieldTable(t)) = a.as_slice().first() else {
+            panic!("table");
+        };
+        assert_eq!(hops_of(t), 2);
+        // Federated once more: one hop left, then none.
+        let next = stamp("further", 5).binding_args(&first).expect("bound");
+        let Some(AMQPValue::FieldTable(t)) =
+            array(Some(&next), BINDING_HEADER).and_then(|a| a.as_slice().first().cloned())
+        else {
+            panic!("table");
+        };
+        assert_eq!(hops_of(&t), 1);
+        assert!(stamp("last", 5).binding_args(&next).is_none());
+    }
+}
