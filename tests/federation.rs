@@ -1,7 +1,7 @@
 //! Exchange federation (#21) between real brokers on loopback, configured as RabbitMQ's:
 //! an upstream (`/api/parameters/federation-upstream`) and a policy naming it on the
-//! downstream exchange. Warren to Warren, and Warren reading from a real RabbitMQ 3.10 (with
-//! its federation plugin): messages published upstream reach the downstream exchange for its binding keys
+//! downstream exchange. Warren to Warren, Warren reading from a real RabbitMQ 3.10 (with
+//! its federation plugin) and RabbitMQ reading from Warren: messages published upstream reach the downstream exchange for its binding keys
 //! only, with `x-received-from`; bindings made and removed later follow; removing the policy
 //! removes the link (and, from Warren, the upstream queue). Two exchanges federated from
 //! each other pass a message once each way (`max-hops`). RabbitMQ's validation texts.
@@ -257,6 +257,19 @@ async fn a_link_follows_bindings_and_moves_matching_messages(up: Node, down: Nod
         up.exchange_binding_keys(x).await == ["a.*"]
     })
     .await;
+    // Both brokers have the federation upstream exchange type, so that is what the link's
+    // internal exchange upstream is (not the fanout fallback).
+    let exchanges = up.api("GET", "/api/exchanges/%2F", None).await.json();
+    let prefix = format!("federation: {x} -> ");
+    let internal: Vec<&Value> = exchanges
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|e| e["name"].as_str().is_some_and(|n| n.starts_with(&prefix)))
+        .collect();
+    assert_eq!(internal.len(), 1, "{exchanges}");
+    assert_eq!(internal[0]["type"], "x-federation-upstream");
+    assert_eq!(internal[0]["internal"], true);
     let (_uc, uch) = up.channel().await;
     within(uch.confirm_select(ConfirmSelectOptions::default()))
         .await
@@ -342,6 +355,21 @@ async fn warren_federates_an_exchange_from_rabbitmq() {
         Node::rabbit(&rabbit),
         Node::of(&warren),
         "fed-rw",
+    )
+    .await;
+}
+
+#[tokio::test]
+async fn rabbitmq_federates_an_exchange_from_warren() {
+    let warren = start_with(|c| c.cluster_name = "warren-cluster".into()).await;
+    let rabbit = Rabbit::start().await;
+    // RabbitMQ's plugin declares its internal exchange on Warren as x-federation-upstream;
+    // it would fall back to a fanout only on a 503, and Warren's answer to an unknown type is
+    // RabbitMQ 4.x's 406.
+    a_link_follows_bindings_and_moves_matching_messages(
+        Node::of(&warren),
+        Node::rabbit(&rabbit),
+        "fed-wr",
     )
     .await;
 }

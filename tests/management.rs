@@ -70,7 +70,12 @@ async fn overview_reports_product_and_totals() {
         .is_some_and(|v| v.starts_with("3.13")));
     assert_eq!(o["queue_totals"]["messages_ready"], 1);
     assert_eq!(o["object_totals"]["queues"], 1);
-    for kind in ["topic", "x-consistent-hash", "x-delayed-message"] {
+    for kind in [
+        "topic",
+        "x-consistent-hash",
+        "x-delayed-message",
+        "x-federation-upstream",
+    ] {
         assert!(
             o["exchange_types"]
                 .as_array()

@@ -1,10 +1,11 @@
 //! Exchanges. Each type only stores and matches its bindings (`direct`, `fanout`, `topic`,
-//! `headers`, `x-consistent-hash`); this module owns what they share: the binding list, equivalence checks, and the
+//! `headers`, `x-consistent-hash`, `x-federation-upstream`); this module owns what they share: the binding list, equivalence checks, and the
 //! routing walk through exchange-to-exchange bindings (done by `VHost::route`).
 
 pub mod consistent_hash;
 mod direct;
 mod fanout;
+pub mod federation_upstream;
 mod headers;
 pub mod topic;
 
@@ -48,6 +49,9 @@ pub enum ExchangeKind {
     Headers,
     /// One destination per message, by a hash of its key (`x-consistent-hash`).
     ConsistentHash,
+    /// A fanout that stops messages at their hop limit or their downstream
+    /// (`x-federation-upstream`, made by federation links).
+    FederationUpstream,
 }
 
 impl ExchangeKind {
@@ -59,6 +63,7 @@ impl ExchangeKind {
             "topic" => Self::Topic,
             "headers" => Self::Headers,
             consistent_hash::TYPE_NAME => Self::ConsistentHash,
+            federation_upstream::TYPE_NAME => Self::FederationUpstream,
             _ => return None,
         })
     }
@@ -71,6 +76,7 @@ impl ExchangeKind {
             Self::Topic => "topic",
             Self::Headers => "headers",
             Self::ConsistentHash => consistent_hash::TYPE_NAME,
+            Self::FederationUpstream => federation_upstream::TYPE_NAME,
         }
     }
 }
@@ -130,6 +136,7 @@ enum Matcher {
     Topic(topic::TopicBindings),
     Headers(headers::HeadersBindings),
     ConsistentHash(consistent_hash::ConsistentHashBindings),
+    FederationUpstream(federation_upstream::FederationUpstreamBindings),
 }
 
 /// The bindings of one exchange: the full list and the type's index.
@@ -169,6 +176,7 @@ impl Bindings {
                 m.bind(&b);
             }
             Matcher::ConsistentHash(m) => m.bind(&b),
+            Matcher::FederationUpstream(m) => m.bind(&b),
         }
         self.all.push(b);
         true
@@ -192,6 +200,10 @@ impl Bindings {
                 m.unbind(b);
             }
             Matcher::Fanout(m) => {
+                let still = self.all.iter().any(|x| x.destination == b.destination);
+                m.unbind(b, still);
+            }
+            Matcher::FederationUpstream(m) => {
                 let still = self.all.iter().any(|x| x.destination == b.destination);
                 m.unbind(b, still);
             }
@@ -235,6 +247,7 @@ impl Bindings {
                 m.route(h, out)
             }
             Matcher::ConsistentHash(m) => m.route(key, msg, headers, out),
+            Matcher::FederationUpstream(m) => m.route(msg, headers, out),
         }
     }
 }
@@ -283,6 +296,9 @@ impl Exchange {
             ExchangeKind::ConsistentHash => {
                 Matcher::ConsistentHash(consistent_hash::ConsistentHashBindings::new(&arguments))
             }
+            ExchangeKind::FederationUpstream => Matcher::FederationUpstream(
+                federation_upstream::FederationUpstreamBindings::new(&arguments),
+            ),
         };
         let alternate = arguments
             .inner()

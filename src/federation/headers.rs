@@ -4,56 +4,16 @@
 //! passed; and the `x-bound-from` array of a binding made upstream for a binding that was
 //! itself federated, which carries the remaining hops.
 
+use crate::exchange::federation_upstream::{already_seen, array, should_forward};
 use amq_protocol::protocol::basic::{gen_properties, parse_properties, AMQPProperties};
 use amq_protocol::types::{AMQPValue, FieldArray, FieldTable, LongString, ShortString};
 
-/// The message header of the links a message crossed.
-pub const ROUTING_HEADER: &str = "x-received-from";
+pub use crate::exchange::federation_upstream::ROUTING_HEADER;
 /// The binding argument of the links a binding crossed.
 pub const BINDING_HEADER: &str = "x-bound-from";
 
 fn long(s: &str) -> AMQPValue {
     AMQPValue::LongString(LongString::from(s.as_bytes().to_vec()))
-}
-
-fn text(t: &FieldTable, key: &str) -> Option<String> {
-    match t.inner().get(key)? {
-        AMQPValue::LongString(s) => Some(String::from_utf8_lossy(s.as_bytes()).into_owned()),
-        AMQPValue::ShortString(s) => Some(s.to_string()),
-        _ => None,
-    }
-}
-
-/// True when a table of `array` names broker `cluster` and vhost `vhost`.
-fn already_seen(cluster: &str, vhost: &str, array: &FieldArray) -> bool {
-    array.as_slice().iter().any(|v| match v {
-        AMQPValue::FieldTable(t) => {
-            text(t, "cluster-name").as_deref() == Some(cluster)
-                && text(t, "vhost").as_deref() == Some(vhost)
-        }
-        _ => false,
-    })
-}
-
-fn array<'a>(t: Option<&'a FieldTable>, key: &str) -> Option<&'a FieldArray> {
-    match t?.inner().get(key)? {
-        AMQPValue::FieldArray(a) => Some(a),
-        _ => None,
-    }
-}
-
-/// RabbitMQ's `should_forward`: a message goes on unless it crossed `max_hops` links or
-/// already passed this broker (`cluster`) and vhost.
-pub fn should_forward(
-    headers: Option<&FieldTable>,
-    max_hops: u16,
-    cluster: &str,
-    vhost: &str,
-) -> bool {
-    match array(headers, ROUTING_HEADER) {
-        Some(a) => a.as_slice().len() < usize::from(max_hops) && !already_seen(cluster, vhost, a),
-        None => true,
-    }
 }
 
 /// `table` prepended to the array header `key` of `headers`.
@@ -107,7 +67,7 @@ impl Stamp {
         };
         if !should_forward(
             props.headers().as_ref(),
-            self.max_hops,
+            u64::from(self.max_hops),
             &self.cluster,
             &self.vhost,
         ) {

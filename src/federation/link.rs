@@ -18,7 +18,7 @@ use crate::broker::Broker;
 use crate::client::local::LocalNode;
 use crate::client::relay::{self, AckMode, Delivery, Ended, Route, Transfer};
 use crate::client::{AmqpUri, Client, Closed};
-use crate::exchange::Exchange;
+use crate::exchange::{federation_upstream, Exchange};
 use amq_protocol::protocol::{basic, confirm, exchange, queue, AMQPClass};
 use amq_protocol::types::{AMQPValue, FieldTable, LongString};
 use bytes::BytesMut;
@@ -222,14 +222,14 @@ async fn setup(ctx: &Ctx) -> Result<Run, String> {
         .map_err(|e| fail("resetting the internal exchange", e))?;
     let mut xfu_args = purpose();
     xfu_args.insert(
-        "x-max-hops".into(),
-        AMQPValue::LongInt(i32::from(u.max_hops)),
+        federation_upstream::MAX_HOPS_ARG.into(),
+        AMQPValue::LongLongInt(i64::from(u.max_hops)),
     );
     xfu_args.insert("x-downstream-name".into(), long(&cluster));
     xfu_args.insert("x-downstream-vhost".into(), long(&ctx.vhost));
     let xfu = exchange_declare(
         &internal_x,
-        "x-federation-upstream",
+        federation_upstream::TYPE_NAME,
         true,
         true,
         true,

@@ -37,7 +37,8 @@ pub(crate) async fn overview(State(b): State<AppState>, _: Authenticated) -> Jso
             {"name": "headers", "description": "AMQP headers exchange, as per the AMQP specification", "enabled": true},
             {"name": "topic", "description": "AMQP topic exchange, as per the AMQP specification", "enabled": true},
             {"name": "x-consistent-hash", "description": "Consistent Hashing Exchange", "enabled": true},
-            {"name": "x-delayed-message", "description": "Delayed Message Exchange", "enabled": true}
+            {"name": "x-delayed-message", "description": "Delayed Message Exchange", "enabled": true},
+            {"name": "x-federation-upstream", "description": "Federation upstream helper exchange", "internal_purpose": "federation", "enabled": true}
         ],
         "listeners": listeners(&b, &node),
         "object_totals": {"queues": queues, "exchanges": exchanges, "consumers": consumers, "connections": totals.get("connections"), "channels": totals.get("channels")},

@@ -7,8 +7,8 @@
 use super::{value_text, ExchangeOptions, VHost};
 use crate::error::{CoreError, CoreResult, Kind, Precondition, Refusal};
 use crate::exchange::{
-    consistent_hash, parse_x_match, resolve_type, Binding, Destination, Exchange, ExchangeKind,
-    DELAYED_TYPE,
+    consistent_hash, federation_upstream, parse_x_match, resolve_type, Binding, Destination,
+    Exchange, ExchangeKind, DELAYED_TYPE,
 };
 use crate::store::{BindingDestination, BindingRecord, ExchangeRecord};
 use amq_protocol::types::FieldTable;
@@ -299,8 +299,16 @@ impl VHost {
                 }
                 .into());
             }
-            if kind == ExchangeKind::ConsistentHash {
-                consistent_hash::parse_hash_on(&o.arguments).map_err(Precondition::ExchangeArgs)?;
+            match kind {
+                ExchangeKind::ConsistentHash => {
+                    consistent_hash::parse_hash_on(&o.arguments)
+                        .map_err(Precondition::ExchangeArgs)?;
+                }
+                ExchangeKind::FederationUpstream => {
+                    federation_upstream::validate(&o.arguments)
+                        .map_err(Precondition::ExchangeArgs)?;
+                }
+                _ => {}
             }
             return Ok(Some((kind, delayed)));
         };
@@ -352,21 +360,27 @@ impl VHost {
                 existing.internal.to_string(),
             ));
         }
-        let key = "alternate-exchange";
-        let (a, b) = (
-            o.arguments.inner().get(key),
-            existing.arguments.inner().get(key),
-        );
-        if a != b {
-            return Err(Precondition::Inequivalent {
-                kind: Kind::Exchange,
-                name: name.to_owned(),
-                vhost: self.name.clone(),
-                arg: key.to_owned(),
-                received: value_text(a),
-                current: value_text(b),
+        // The type's own arguments first, then the alternate exchange (RabbitMQ's order).
+        let typed: &[&str] = match kind {
+            ExchangeKind::FederationUpstream => &[federation_upstream::MAX_HOPS_ARG],
+            _ => &[],
+        };
+        for key in typed.iter().chain(["alternate-exchange"].iter()) {
+            let (a, b) = (
+                o.arguments.inner().get(*key),
+                existing.arguments.inner().get(*key),
+            );
+            if a != b {
+                return Err(Precondition::Inequivalent {
+                    kind: Kind::Exchange,
+                    name: name.to_owned(),
+                    vhost: self.name.clone(),
+                    arg: (*key).to_owned(),
+                    received: value_text(a),
+                    current: value_text(b),
+                }
+                .into());
             }
-            .into());
         }
         Ok(())
     }
