@@ -1,10 +1,13 @@
-//! Exchange federation (#21) between real brokers on loopback, configured as RabbitMQ's:
-//! an upstream (`/api/parameters/federation-upstream`) and a policy naming it on the
-//! downstream exchange. Warren to Warren, Warren reading from a real RabbitMQ 3.10 (with
-//! its federation plugin) and RabbitMQ reading from Warren: messages published upstream reach the downstream exchange for its binding keys
-//! only, with `x-received-from`; bindings made and removed later follow; removing the policy
-//! removes the link (and, from Warren, the upstream queue). Two exchanges federated from
-//! each other pass a message once each way (`max-hops`). RabbitMQ's validation texts.
+//! Exchange and queue federation (#21) between real brokers on loopback, configured as
+//! RabbitMQ's: an upstream (`/api/parameters/federation-upstream`) and a policy naming it on
+//! the downstream exchange or queue. Warren to Warren, Warren reading from a real RabbitMQ
+//! 3.10 (with its federation plugin) and RabbitMQ reading from Warren: messages published
+//! upstream reach the downstream exchange for its binding keys only, with `x-received-from`;
+//! bindings made and removed later follow; removing the policy removes the link (and, from
+//! Warren, the upstream queue). Two exchanges federated from each other pass a message once
+//! each way (`max-hops`). A federated queue takes the upstream queue's messages only while
+//! it has a consumer and nothing ready, with RabbitMQ's headers, both ways with RabbitMQ.
+//! RabbitMQ's validation texts.
 
 mod common;
 
@@ -408,6 +411,173 @@ async fn exchanges_federated_from_each_other_pass_a_message_once_each_way() {
     at_b.sort();
     assert_eq!(at_a, ["from a", "from b"]);
     assert_eq!(at_b, ["from a", "from b"]);
+}
+
+/// Messages in queue `q` of `n` (passive declare).
+async fn queue_depth(n: &Node, q: &str) -> u32 {
+    let (_c, ch) = n.channel().await;
+    within(ch.queue_declare(
+        q.into(),
+        QueueDeclareOptions {
+            passive: true,
+            ..Default::default()
+        },
+        FieldTable::default(),
+    ))
+    .await
+    .expect("passive declare")
+    .message_count()
+}
+
+/// A queue link from `up` to `down` for queue `q`: messages move only while `down`'s queue
+/// has a consumer and nothing ready, with RabbitMQ's headers.
+async fn a_queue_link_moves_messages_while_consumers_wait(up: Node, down: Node, q: &str) {
+    let durable = QueueDeclareOptions {
+        durable: true,
+        ..Default::default()
+    };
+    let (_uc, uch) = up.channel().await;
+    within(uch.confirm_select(ConfirmSelectOptions::default()))
+        .await
+        .expect("confirms");
+    within(uch.queue_declare(q.into(), durable, FieldTable::default()))
+        .await
+        .expect("upstream queue");
+    for i in 0..10 {
+        publish(&uch, "", q, &format!("m{i}")).await;
+    }
+    let (_dc, dch) = down.channel().await;
+    within(dch.queue_declare(q.into(), durable, FieldTable::default()))
+        .await
+        .expect("downstream queue");
+    let upstream = format!("{q}-up");
+    let r = down
+        .api(
+            "PUT",
+            &format!("/api/parameters/federation-upstream/%2F/{upstream}"),
+            Some(json!({"value": {"uri": up.uri, "prefetch-count": 5}})),
+        )
+        .await;
+    assert!(r.status == 201 || r.status == 204, "{}", r.body);
+    let r = down
+        .api(
+            "PUT",
+            &format!("/api/policies/%2F/{q}"),
+            Some(json!({"pattern": format!("^{q}$"), "apply-to": "queues",
+                        "definition": {"federation-upstream": upstream}})),
+        )
+        .await;
+    assert!(r.status == 201 || r.status == 204, "{}", r.body);
+    eventually("the queue link running", || async {
+        down.links()
+            .await
+            .iter()
+            .any(|l| l["queue"] == q && l["type"] == "queue" && l["status"] == "running")
+    })
+    .await;
+    let link = down
+        .links()
+        .await
+        .into_iter()
+        .find(|l| l["queue"] == q)
+        .expect("listed");
+    assert_eq!(link["upstream_queue"], q);
+    assert_eq!(link["upstream"], upstream.as_str());
+
+    // No consumer downstream: nothing moves.
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    assert_eq!(queue_depth(&up, q).await, 10, "moved without a consumer");
+    assert_eq!(queue_depth(&down, q).await, 0);
+
+    // A consumer downstream: everything comes over, stamped.
+    within(dch.basic_qos(10, BasicQosOptions::default()))
+        .await
+        .expect("qos");
+    let mut consumer = within(dch.basic_consume(
+        q.into(),
+        "local".into(),
+        BasicConsumeOptions::default(),
+        FieldTable::default(),
+    ))
+    .await
+    .expect("consume");
+    let mut bodies = Vec::new();
+    while bodies.len() < 10 {
+        let d = tokio::time::timeout(
+            Duration::from_secs(30),
+            futures_lite::StreamExt::next(&mut consumer),
+        )
+        .await
+        .expect("a message within 30 s")
+        .expect("stream open")
+        .expect("delivery");
+        let h = d.properties.headers().clone().unwrap_or_default();
+        let text = |t: &FieldTable, k: &str| match t.inner().get(k) {
+            Some(AMQPValue::LongString(s)) => String::from_utf8_lossy(s.as_bytes()).into_owned(),
+            other => panic!("{k}: {other:?}"),
+        };
+        assert_eq!(text(&h, "x-original-routing-key"), q);
+        assert_eq!(text(&h, "x-original-exchange"), "");
+        let Some(AMQPValue::FieldArray(hops)) = h.inner().get("x-received-from") else {
+            panic!("x-received-from missing: {h:?}");
+        };
+        let Some(AMQPValue::FieldTable(hop)) = hops.as_slice().first() else {
+            panic!("a table per hop");
+        };
+        assert_eq!(text(hop, "queue"), q);
+        assert!(!text(hop, "uri").contains("guest:guest"));
+        bodies.push(String::from_utf8_lossy(&d.data).into_owned());
+        d.ack(BasicAckOptions::default()).await.expect("ack");
+    }
+    bodies.sort();
+    let mut want: Vec<String> = (0..10).map(|i| format!("m{i}")).collect();
+    want.sort();
+    assert_eq!(bodies, want);
+    eventually("the upstream queue drained", || async {
+        queue_depth(&up, q).await == 0
+    })
+    .await;
+
+    // Consumer gone: the link pauses again.
+    within(dch.basic_cancel("local".into(), BasicCancelOptions::default()))
+        .await
+        .expect("cancel");
+    tokio::time::sleep(Duration::from_millis(1000)).await;
+    for i in 10..15 {
+        publish(&uch, "", q, &format!("m{i}")).await;
+    }
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    assert_eq!(
+        queue_depth(&up, q).await,
+        5,
+        "moved after the consumer went"
+    );
+    assert_eq!(queue_depth(&down, q).await, 0);
+}
+
+#[tokio::test]
+async fn warren_federates_a_queue_from_warren() {
+    let up = start_with(|c| c.cluster_name = "upstream-cluster".into()).await;
+    let down = start_with(|c| c.cluster_name = "downstream-cluster".into()).await;
+    a_queue_link_moves_messages_while_consumers_wait(Node::of(&up), Node::of(&down), "fq-ww").await;
+}
+
+#[tokio::test]
+async fn warren_federates_a_queue_from_rabbitmq_and_rabbitmq_from_warren() {
+    let rabbit = Rabbit::start().await;
+    let warren = start_with(|c| c.cluster_name = "warren-cluster".into()).await;
+    a_queue_link_moves_messages_while_consumers_wait(
+        Node::rabbit(&rabbit),
+        Node::of(&warren),
+        "fq-rw",
+    )
+    .await;
+    a_queue_link_moves_messages_while_consumers_wait(
+        Node::of(&warren),
+        Node::rabbit(&rabbit),
+        "fq-wr",
+    )
+    .await;
 }
 
 #[tokio::test]

@@ -14,9 +14,10 @@ use bytes::{Bytes, BytesMut};
 use std::borrow::Cow;
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
 use std::time::Duration;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::sync::watch;
+use tokio::sync::{watch, Notify};
 use tokio::time::Instant;
 
 /// When the source's deliveries are acknowledged.
@@ -75,9 +76,13 @@ pub trait Transfer {
     fn ack_mode(&self) -> AckMode;
     /// Where a delivery goes.
     fn destination<'a>(&'a self, d: &Delivery<'a>) -> Route<'a>;
-    /// Called about twice a second: may add frames for the source (on another channel than
-    /// 1, as `nowait` methods).
+    /// Called about twice a second, and whenever [`Transfer::wake`] is notified: may add
+    /// frames for the source, as `nowait` methods.
     fn tick(&mut self, _src_out: &mut BytesMut) {}
+    /// Notified when `tick` has something to do at once (None: the timer is enough).
+    fn wake(&self) -> Option<Arc<Notify>> {
+        None
+    }
 }
 
 /// The counters a relay keeps.
@@ -92,7 +97,7 @@ pub struct Counters {
 /// How a run ended without failing.
 #[derive(Debug, PartialEq, Eq)]
 pub enum Ended {
-    /// The shovel was deleted or restarted.
+    /// The run was stopped (its shovel or link deleted or restarted, or the node stopping).
     Stopped,
     /// It moved what `delete-after` asked for.
     Completed,
@@ -343,6 +348,7 @@ pub async fn run<T: Transfer>(
     counters: &Counters,
     stop: &mut watch::Receiver<bool>,
 ) -> Result<Ended, String> {
+    let wake = transfer.wake();
     let mut p = Pump {
         ack_mode: transfer.ack_mode(),
         transfer,
@@ -411,7 +417,16 @@ pub async fn run<T: Transfer>(
                 drain(dst, "destination", |f| p.on_destination(f)).await?;
             }
             _ = tick.tick() => p.transfer.tick(&mut p.src_out),
+            _ = woken(&wake) => p.transfer.tick(&mut p.src_out),
             _ = stop.changed() => return Ok(Ended::Stopped),
         }
+    }
+}
+
+/// Waits for `wake`, or forever without one.
+async fn woken(wake: &Option<Arc<Notify>>) {
+    match wake {
+        Some(n) => n.notified().await,
+        None => std::future::pending().await,
     }
 }

@@ -132,6 +132,97 @@ impl Stamp {
     }
 }
 
+/// What a queue link adds to the messages it moves (RabbitMQ's queue link `update_headers`):
+/// a table naming the upstream URI and the local queue, prepended to `x-received-from` with
+/// the number of times the message came over this link (`visit-count`: messages may move
+/// back and forth between federated queues, and an earlier table of this link is replaced);
+/// the first link a message crosses also records `x-original-exchange` and
+/// `x-original-routing-key`, and a `CC` header becomes `x-original-cc`.
+#[derive(Debug, Clone)]
+pub struct QueueStamp {
+    /// The upstream URI, without credentials.
+    pub uri: String,
+    /// The federated (local) queue.
+    pub queue: String,
+    /// Keep `user_id` (else it is cleared, as RabbitMQ without `trust-user-id`).
+    pub trust_user_id: bool,
+}
+
+impl QueueStamp {
+    /// The properties of a message delivered upstream from `exchange` with `routing_key`, as
+    /// they are published here (None: they do not parse, and go unchanged).
+    pub fn apply(
+        &self,
+        raw: &[u8],
+        redelivered: bool,
+        exchange: &str,
+        routing_key: &str,
+    ) -> Option<Vec<u8>> {
+        let (_, mut props) = parse_properties(raw).ok()?;
+        let mut ours = FieldTable::default();
+        ours.insert("uri".into(), long(&self.uri));
+        ours.insert("queue".into(), long(&self.queue));
+        let mut headers = props.headers().clone().unwrap_or_default();
+        let mut visits = 0;
+        match headers.inner().get(ROUTING_HEADER) {
+            Some(AMQPValue::FieldArray(been)) => {
+                let same = |t: &FieldTable| {
+                    ["uri", "virtual_host", "queue"]
+                        .iter()
+                        .all(|k| t.inner().get(*k) == ours.inner().get(*k))
+                };
+                let mut rest = Vec::new();
+                for v in been.as_slice() {
+                    match v {
+                        AMQPValue::FieldTable(t) if same(t) => {
+                            visits = visits_of(t);
+                        }
+                        other => rest.push(other.clone()),
+                    }
+                }
+                headers.insert(
+                    ShortString::from(ROUTING_HEADER),
+                    AMQPValue::FieldArray(FieldArray::from(rest)),
+                );
+            }
+            _ => {
+                headers.insert("x-original-exchange".into(), long(exchange));
+                headers.insert("x-original-routing-key".into(), long(routing_key));
+            }
+        }
+        ours.insert("redelivered".into(), AMQPValue::Boolean(redelivered));
+        ours.insert("visit-count".into(), AMQPValue::LongLongInt(visits + 1));
+        prepend(&mut headers, ROUTING_HEADER, ours);
+        if headers.inner().contains_key("CC") {
+            let mut renamed = FieldTable::default();
+            for (k, v) in headers.inner() {
+                let k = if k.as_str() == "CC" {
+                    ShortString::from("x-original-cc")
+                } else {
+                    k.clone()
+                };
+                renamed.insert(k, v.clone());
+            }
+            headers = renamed;
+        }
+        props = props.with_headers(headers);
+        if !self.trust_user_id && props.user_id().is_some() {
+            props = without_user_id(&props);
+        }
+        cookie_factory::gen_simple(gen_properties(&props), Vec::new()).ok()
+    }
+}
+
+fn visits_of(t: &FieldTable) -> i64 {
+    match t.inner().get("visit-count") {
+        Some(AMQPValue::LongLongInt(n)) => *n,
+        Some(AMQPValue::LongInt(n)) => i64::from(*n),
+        Some(AMQPValue::ShortInt(n)) => i64::from(*n),
+        Some(AMQPValue::LongUInt(n)) => i64::from(*n),
+        _ => 0,
+    }
+}
+
 /// The same properties but `user_id`.
 fn without_user_id(p: &AMQPProperties) -> AMQPProperties {
     let mut out = AMQPProperties::default();
@@ -194,6 +285,7 @@ fn hops_of(t: &FieldTable) -> u16 {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::exchange::federation_upstream::text;
 
     fn stamp(cluster: &str, hops: u16) -> Stamp {
         Stamp {
@@ -259,5 +351,39 @@ mod tests {
         };
         assert_eq!(hops_of(&t), 1);
         assert!(stamp("last", 5).binding_args(&next).is_none());
+    }
+
+    #[test]
+    fn a_queue_link_counts_visits_and_keeps_the_original_route() {
+        let q = QueueStamp {
+            uri: "amqp://up".into(),
+            queue: "work".into(),
+            trust_user_id: false,
+        };
+        let mut h = FieldTable::default();
+        h.insert("CC".into(), AMQPValue::FieldArray(FieldArray::default()));
+        let raw = encode(&AMQPProperties::default().with_headers(h));
+        let once = q.apply(&raw, false, "orders", "eu.1").expect("stamped");
+        let (_, p) = parse_properties(once.as_slice()).expect("parse");
+        let h = p.headers().clone().expect("headers");
+        assert_eq!(text(&h, "x-original-exchange").as_deref(), Some("orders"));
+        assert_eq!(text(&h, "x-original-routing-key").as_deref(), Some("eu.1"));
+        assert!(h.inner().contains_key("x-original-cc") && !h.inner().contains_key("CC"));
+        // Back over the same link (after a trip elsewhere): one table for it, counted twice.
+        let twice = q.apply(&once, true, "", "work").expect("stamped");
+        let (_, p) = parse_properties(twice.as_slice()).expect("parse");
+        let h = p.headers().clone().expect("headers");
+        assert_eq!(text(&h, "x-original-exchange").as_deref(), Some("orders"));
+        let a = array(Some(&h), ROUTING_HEADER).expect("x-received-from");
+        assert_eq!(a.as_slice().len(), 1);
+        let Some(AMQPValue::FieldTable(t)) = a.as_slice().first() else {
+            panic!("a table");
+        };
+        assert_eq!(visits_of(t), 2);
+        assert_eq!(
+            t.inner().get("redelivered"),
+            Some(&AMQPValue::Boolean(true))
+        );
+        assert_eq!(text(t, "queue").as_deref(), Some("work"));
     }
 }

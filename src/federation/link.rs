@@ -8,47 +8,26 @@
 //! The local X's bindings are followed twice a second (`exchange.bind` / `unbind` with
 //! `nowait` on a command channel). When the link is removed (its policy, upstream or
 //! exchange went) it deletes the upstream queue and internal exchange, unless
-//! `resource-cleanup-mode` is `never`; when the node stops they stay, holding what arrives.
+//! `resource-cleanup-mode` is `never` (`clean_up`, called by the link's task in `runner`);
+//! when the node stops they stay, holding what arrives.
 
+use super::conn::{
+    connect_upstream, connection_name, on_own_channel, short, uri_for, Connected, Ctx,
+};
 use super::headers::{Stamp, Verdict};
-use super::status::{State, Status};
-use super::upstream::Upstream;
 use crate::amqp::codec;
-use crate::broker::Broker;
 use crate::client::local::LocalNode;
-use crate::client::relay::{self, AckMode, Delivery, Ended, Route, Transfer};
-use crate::client::{AmqpUri, Client, Closed};
+use crate::client::relay::{AckMode, Delivery, Route, Transfer};
+use crate::client::{Client, Closed};
 use crate::exchange::{federation_upstream, Exchange};
 use amq_protocol::protocol::{basic, confirm, exchange, queue, AMQPClass};
 use amq_protocol::types::{AMQPValue, FieldTable, LongString};
 use bytes::BytesMut;
-use rand::seq::SliceRandom;
 use std::borrow::Cow;
 use std::collections::HashMap;
 use std::io;
-use std::sync::{Arc, Weak};
+use std::sync::Arc;
 use tokio::io::AsyncWriteExt;
-use tokio::sync::watch;
-
-/// What a link's task needs.
-pub struct Ctx {
-    /// The federated exchange's vhost.
-    pub vhost: String,
-    /// The federated exchange.
-    pub exchange: String,
-    /// The policy that federates it (for the connection's name).
-    pub policy: String,
-    /// The upstream.
-    pub upstream: Upstream,
-    /// Its status.
-    pub status: Arc<Status>,
-    /// The broker it runs in.
-    pub broker: Weak<Broker>,
-}
-
-fn short(s: &str) -> amq_protocol::types::ShortString {
-    crate::shortstr::truncated(s).into()
-}
 
 fn long(s: &str) -> AMQPValue {
     AMQPValue::LongString(LongString::from(s.as_bytes().to_vec()))
@@ -101,74 +80,18 @@ fn exchange_declare(
     }))
 }
 
-/// A method on a channel of its own, opened and closed around it (RabbitMQ's
-/// `disposable_channel_call`); a channel error is returned, the connection stays.
-async fn on_own_channel(c: &mut Client, m: AMQPClass) -> io::Result<AMQPClass> {
-    c.open_channel(3).await?;
-    let r = c.call(3, m).await;
-    if r.is_ok() {
-        c.close_channel(3).await?;
-    }
-    r
-}
-
-/// A set-up link, ready to move messages.
-struct Run {
-    up: Client,
-    down: Client,
-    transfer: Link,
-    uri: String,
-    queue: String,
-    internal_x: String,
-}
-
-/// Connects to one of the upstream's URIs, in random order.
-async fn connect_upstream(ctx: &Ctx, name: &str) -> Result<(Client, AmqpUri), String> {
-    let mut order: Vec<&String> = ctx.upstream.uris.iter().collect();
-    order.shuffle(&mut rand::rng());
-    let mut last = "the upstream has no URI".to_owned();
-    for text in order {
-        let uri = match AmqpUri::parse_in(text, &ctx.vhost) {
-            Ok(u) => u,
-            Err(e) => {
-                last = e.0;
-                continue;
-            }
-        };
-        let target = match (
-            uri.is_local(),
-            ctx.broker.upgrade().and_then(|b| LocalNode::of(&b)),
-        ) {
-            (false, _) => uri.clone(),
-            (true, Some(l)) => l.reach(&uri),
-            (true, None) => {
-                last = "this node's AMQP listener is not up".to_owned();
-                continue;
-            }
-        };
-        match Client::connect_named(&target, name).await {
-            Ok(c) => return Ok((c, uri)),
-            Err(e) => last = format!("{}: {e}", uri.redacted()),
-        }
-    }
-    Err(last)
-}
-
-/// Sets a run up; Err with the reason.
-async fn setup(ctx: &Ctx) -> Result<Run, String> {
+/// Sets an exchange link's run up; Err with the reason.
+pub(super) async fn setup(ctx: &Ctx, exchange: &str) -> Result<Connected<Link>, String> {
     let broker = ctx.broker.upgrade().ok_or("the node is stopping")?;
     let x = broker
         .vhost(&ctx.vhost)
-        .and_then(|v| v.exchange(&ctx.exchange).ok())
-        .ok_or_else(|| format!("exchange '{}' not found", ctx.exchange))?;
+        .and_then(|v| v.exchange(exchange).ok())
+        .ok_or_else(|| format!("exchange '{exchange}' not found"))?;
     let local = LocalNode::of(&broker).ok_or("this node's AMQP listener is not up")?;
     let cluster = broker.cluster_name();
     drop(broker);
     let u = &ctx.upstream;
-    let name = format!(
-        "Federation link (upstream: {}, policy: {})",
-        u.name, ctx.policy
-    );
+    let name = connection_name(ctx);
     let (mut up, uri) = connect_upstream(ctx, &name).await?;
     let shown = uri.redacted();
     let fail = |what: &str, e: io::Error| format!("{what}: {e}");
@@ -179,7 +102,7 @@ async fn setup(ctx: &Ctx) -> Result<Run, String> {
         Some(AMQPValue::LongString(s)) => Some(String::from_utf8_lossy(s.as_bytes()).into_owned()),
         _ => None,
     };
-    let queue = upstream_queue_name(&u.exchange, &uri.vhost, &cluster, &ctx.vhost, &ctx.exchange);
+    let queue = upstream_queue_name(&u.exchange, &uri.vhost, &cluster, &ctx.vhost, exchange);
     let internal_x = format!("{queue} A");
     // The upstream exchange, declared like the local one where it is missing.
     let passive = exchange_declare(
@@ -294,7 +217,7 @@ async fn setup(ctx: &Ctx) -> Result<Run, String> {
         .map_err(|e| fail("opening the command channel", e))?;
     let stamp = Stamp {
         uri: shown.clone(),
-        exchange: ctx.exchange.clone(),
+        exchange: exchange.to_owned(),
         upstream_cluster,
         upstream_vhost: uri.vhost.clone(),
         trust_user_id: u.trust_user_id,
@@ -344,30 +267,17 @@ async fn setup(ctx: &Ctx) -> Result<Run, String> {
     up.call(1, AMQPClass::Basic(consume))
         .await
         .map_err(|e| fail("consuming from the upstream queue", e))?;
-    Ok(Run {
+    Ok(Connected {
         up,
         down,
         transfer: link,
         uri: shown,
-        queue,
-        internal_x,
+        owned: Some((queue, internal_x)),
     })
 }
 
-/// The URI to reach the upstream again (this node's address for a local one).
-fn uri_for(ctx: &Ctx, uri: &AmqpUri) -> Result<AmqpUri, String> {
-    if !uri.is_local() {
-        return Ok(uri.clone());
-    }
-    ctx.broker
-        .upgrade()
-        .and_then(|b| LocalNode::of(&b))
-        .map(|l| l.reach(uri))
-        .ok_or_else(|| "this node's AMQP listener is not up".to_owned())
-}
-
-/// The link's part in the relay: where messages go, and the bindings kept in step.
-struct Link {
+/// An exchange link's part in the relay: where messages go, and the bindings kept in step.
+pub(super) struct Link {
     ack_mode: AckMode,
     exchange: Arc<Exchange>,
     stamp: Stamp,
@@ -443,7 +353,7 @@ impl Transfer for Link {
 }
 
 /// Deletes the upstream queue and internal exchange (the link was removed).
-async fn clean_up(up: &mut Client, queue: &str, internal_x: &str) {
+pub(super) async fn clean_up(up: &mut Client, queue: &str, internal_x: &str) {
     let q = AMQPClass::Queue(queue::AMQPMethod::Delete(queue::Delete {
         queue: short(queue),
         if_unused: false,
@@ -458,68 +368,6 @@ async fn clean_up(up: &mut Client, queue: &str, internal_x: &str) {
     for m in [q, x] {
         if let Err(e) = on_own_channel(up, m).await {
             tracing::debug!(error = %e, "federation clean-up upstream");
-        }
-    }
-}
-
-/// The link's task: runs until `stop` is set (the link was removed: upstream resources are
-/// deleted) or its sender goes (the node stops: they stay).
-pub async fn run(ctx: Arc<Ctx>, mut stop: watch::Receiver<bool>) {
-    let removed = |stop: &watch::Receiver<bool>| *stop.borrow();
-    loop {
-        let first_uri = ctx
-            .upstream
-            .uris
-            .first()
-            .map(|u| crate::client::uri::redact(u))
-            .unwrap_or_default();
-        ctx.status.set(State::Starting, &first_uri);
-        let setup = tokio::select! {
-            r = setup(&ctx) => r,
-            _ = stop.changed() => return,
-        };
-        let (reason, uri) = match setup {
-            Ok(mut run) => {
-                let local_connection = format!(
-                    "Federation link (upstream: {}, policy: {})",
-                    ctx.upstream.name, ctx.policy
-                );
-                ctx.status
-                    .set(State::Running { local_connection }, &run.uri);
-                let counters = &ctx.status.counters;
-                let r = relay::run(
-                    &mut run.up,
-                    &mut run.down,
-                    None,
-                    &mut run.transfer,
-                    counters,
-                    &mut stop,
-                )
-                .await;
-                counters
-                    .pending
-                    .store(0, std::sync::atomic::Ordering::Relaxed);
-                match r {
-                    Ok(Ended::Stopped) => {
-                        run.down.close("federation link stopped").await;
-                        if removed(&stop) && !ctx.upstream.keep_resources {
-                            clean_up(&mut run.up, &run.queue, &run.internal_x).await;
-                        }
-                        run.up.close("federation link stopped").await;
-                        return;
-                    }
-                    Ok(Ended::Completed) => ("the link ended".to_owned(), run.uri),
-                    Err(reason) => (reason, run.uri),
-                }
-            }
-            Err(reason) => (reason, first_uri),
-        };
-        tracing::warn!(vhost = %ctx.vhost, exchange = %ctx.exchange, upstream = %ctx.upstream.name, %reason, "federation link failed");
-        ctx.status.set(State::Error { reason }, &uri);
-        let delay = ctx.upstream.reconnect_delay;
-        tokio::select! {
-            _ = tokio::time::sleep(delay) => {}
-            _ = stop.changed() => return,
         }
     }
 }

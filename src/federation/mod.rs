@@ -1,18 +1,23 @@
 //! Federation (RabbitMQ's federation plugin, built in): the `federation-upstream` and
-//! `federation-upstream-set` runtime-parameter components, and exchange federation. An
-//! exchange whose policy names `federation-upstream` (one upstream) or
-//! `federation-upstream-set` (a set, or `all`) gets one link per upstream (`link`), which
-//! brings the upstream exchange's messages for the local exchange's binding keys here. The
-//! links wanted are worked out again from the policies, upstreams and exchanges whenever a
-//! parameter changes and every second (which catches policy changes and new or deleted
-//! exchanges); links no longer wanted, or whose upstream changed, are stopped.
+//! `federation-upstream-set` runtime-parameter components, and exchange and queue
+//! federation. An exchange or queue whose policy names `federation-upstream` (one upstream)
+//! or `federation-upstream-set` (a set, or `all`) gets one link per upstream: an exchange
+//! link (`link`) brings the upstream exchange's messages for the local exchange's binding
+//! keys here; a queue link (`queue_link`) moves messages from the upstream queue while the
+//! local one has consumers waiting. The links wanted are worked out again from the
+//! policies, upstreams, exchanges and queues whenever a parameter changes and every second
+//! (which catches policy changes and new or deleted exchanges and queues); links no longer
+//! wanted, or whose upstream changed, are stopped. (The `x-federation-upstream` exchange
+//! type, which upstreams need, lives with the other exchange types.)
 //!
-//! Not yet: queue federation, `federation-upstream-pattern`, links on a clustered node (the
-//! parameters are refused there, as shovels are), the `x-federation-upstream` exchange type
-//! on Warren as an upstream (links to a Warren upstream use a fanout exchange instead).
+//! Not yet: `federation-upstream-pattern`, links on a clustered node (the parameters are
+//! refused there, as shovels are).
 
+pub mod conn;
 pub mod headers;
 pub mod link;
+pub mod queue_link;
+pub mod runner;
 pub mod status;
 pub mod upstream;
 
@@ -25,12 +30,35 @@ use std::time::Duration;
 use tokio::sync::{watch, Notify};
 use upstream::{Upstream, UPSTREAM, UPSTREAM_SET};
 
-/// (vhost, exchange, upstream name).
-type LinkKey = (String, String, String);
+/// What a link federates.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Target {
+    /// An exchange, by name.
+    Exchange(String),
+    /// A queue, by name.
+    Queue(String),
+}
+
+impl Target {
+    /// The exchange's or queue's name.
+    pub fn name(&self) -> &str {
+        match self {
+            Target::Exchange(n) | Target::Queue(n) => n,
+        }
+    }
+}
+
+/// (vhost, exchange or queue, upstream name).
+type LinkKey = (String, Target, String);
+
+/// Whether a policy definition federates what it applies to.
+fn federates(def: &Map<String, Value>) -> bool {
+    def.contains_key("federation-upstream") || def.contains_key("federation-upstream-set")
+}
 
 /// A running link.
 struct Running {
-    ctx: Arc<link::Ctx>,
+    ctx: Arc<conn::Ctx>,
     /// Set to true when the link is removed; dropped when the node stops.
     stop: watch::Sender<bool>,
 }
@@ -70,23 +98,34 @@ impl Federation {
 
     /// The links wanted now, with the policy that wants each.
     fn wanted(&self, broker: &Broker) -> Vec<(LinkKey, String, Upstream)> {
-        let mut out = Vec::new();
+        let mut federated = Vec::new();
         for v in broker.vhosts() {
             for x in v.exchanges() {
                 let Some(p) = x.policy() else { continue };
-                if x.name.is_empty() || x.is_deleted() {
+                if !x.name.is_empty() && !x.is_deleted() && federates(&p.definition) {
+                    federated.push((v.name.clone(), Target::Exchange(x.name.clone()), p));
+                }
+            }
+            for q in v.queues() {
+                // Not a link's own queue, a stream, or another node's queue.
+                let internal = q.arguments.inner().contains_key("x-internal-purpose");
+                if internal || q.args.stream || q.home.is_some() || q.is_deleted() {
                     continue;
                 }
-                let def = &p.definition;
-                if !def.contains_key("federation-upstream")
-                    && !def.contains_key("federation-upstream-set")
-                {
+                let Some(p) = q.applied().policy.clone() else {
                     continue;
+                };
+                if federates(&p.definition) {
+                    federated.push((v.name.clone(), Target::Queue(q.name.clone()), p));
                 }
-                for u in upstream::for_policy(&broker.parameters, &v.name, &x.name, def) {
-                    let key = (v.name.clone(), x.name.clone(), u.name.clone());
-                    out.push((key, p.name.clone(), u));
-                }
+            }
+        }
+        let mut out = Vec::new();
+        for (vhost, target, p) in federated {
+            for u in upstream::for_policy(&broker.parameters, &vhost, target.name(), &p.definition)
+            {
+                let key = (vhost.clone(), target.clone(), u.name.clone());
+                out.push((key, p.name.clone(), u));
             }
         }
         out
@@ -100,7 +139,7 @@ impl Federation {
         self.links.retain(|k, r| {
             let keep = keys.contains(k);
             if !keep {
-                tracing::info!(vhost = %k.0, exchange = %k.1, upstream = %k.2, "federation link removed");
+                tracing::info!(vhost = %k.0, target = %k.1.name(), upstream = %k.2, "federation link removed");
                 let _ = r.stop.send(true);
             }
             keep
@@ -119,17 +158,17 @@ impl Federation {
                 .first()
                 .map(|s| crate::client::uri::redact(s))
                 .unwrap_or_default();
-            let ctx = Arc::new(link::Ctx {
+            let ctx = Arc::new(conn::Ctx {
                 vhost: key.0.clone(),
-                exchange: key.1.clone(),
+                target: key.1.clone(),
                 policy,
                 upstream: u,
                 status: Arc::new(status::Status::new(uri)),
                 broker: self.broker.clone(),
             });
             let (stop, rx) = watch::channel(false);
-            tokio::spawn(link::run(ctx.clone(), rx));
-            tracing::info!(vhost = %key.0, exchange = %key.1, upstream = %key.2, "federation link started");
+            tokio::spawn(runner::run(ctx.clone(), rx));
+            tracing::info!(vhost = %key.0, target = %key.1.name(), upstream = %key.2, "federation link started");
             self.links.insert(key, Running { ctx, stop });
         }
     }
@@ -144,16 +183,20 @@ impl Federation {
             .links
             .iter()
             .map(|e| {
-                let (vhost, x, up) = e.key();
+                let (vhost, target, up) = e.key();
                 let ctx = &e.value().ctx;
                 let mut id = Map::new();
                 id.insert("node".into(), json!(node));
-                id.insert("exchange".into(), json!(x));
-                id.insert("upstream_exchange".into(), json!(ctx.upstream.exchange));
-                id.insert("type".into(), json!("exchange"));
+                let (kind, upstream_name) = match target {
+                    Target::Exchange(_) => ("exchange", &ctx.upstream.exchange),
+                    Target::Queue(_) => ("queue", &ctx.upstream.queue),
+                };
+                id.insert(kind.into(), json!(target.name()));
+                id.insert(format!("upstream_{kind}"), json!(upstream_name));
+                id.insert("type".into(), json!(kind));
                 id.insert("vhost".into(), json!(vhost));
                 id.insert("upstream".into(), json!(up));
-                id.insert("id".into(), json!(link_id(e.key(), &ctx.upstream.exchange)));
+                id.insert("id".into(), json!(link_id(e.key(), upstream_name)));
                 (e.key().clone(), ctx.status.to_json(&id))
             })
             .collect();

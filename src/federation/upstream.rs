@@ -89,6 +89,10 @@ pub struct Upstream {
     pub uris: Vec<String>,
     /// The exchange on the upstream (default: the federated exchange's name).
     pub exchange: String,
+    /// The queue on the upstream (default: the federated queue's name).
+    pub queue: String,
+    /// The tag of a queue link's consumer upstream (default `federation-link-NAME`).
+    pub consumer_tag: String,
     /// basic.qos prefetch on the upstream queue.
     pub prefetch: u16,
     /// Pause before connecting again after a failure.
@@ -114,8 +118,9 @@ fn number_of(v: Option<&Value>) -> Option<f64> {
 }
 
 impl Upstream {
-    /// Upstream `name` from its value and a set element's keys over it, for exchange `x`.
-    fn resolve(name: &str, upstream: &Value, element: &Value, x: &str) -> Option<Upstream> {
+    /// Upstream `name` from its value and a set element's keys over it, for the exchange or
+    /// queue named `target`.
+    fn resolve(name: &str, upstream: &Value, element: &Value, target: &str) -> Option<Upstream> {
         let get = |k: &str| element.get(k).or_else(|| upstream.get(k));
         let uris = match get("uri")? {
             Value::String(s) => vec![s.clone()],
@@ -131,7 +136,9 @@ impl Upstream {
         Some(Upstream {
             name: name.to_owned(),
             uris,
-            exchange: text("exchange").unwrap_or_else(|| x.to_owned()),
+            exchange: text("exchange").unwrap_or_else(|| target.to_owned()),
+            queue: text("queue").unwrap_or_else(|| target.to_owned()),
+            consumer_tag: text("consumer-tag").unwrap_or_else(|| format!("federation-link-{name}")),
             prefetch: number_of(get("prefetch-count"))
                 .map_or(1000, |n| n.clamp(0.0, f64::from(u16::MAX)) as u16),
             reconnect_delay: Duration::from_secs_f64(
@@ -148,12 +155,12 @@ impl Upstream {
     }
 }
 
-/// The upstreams a policy definition names for exchange `x` of `vhost`, sorted by name
+/// The upstreams a policy definition names for exchange or queue `target` of `vhost`, sorted by name
 /// (those whose parameter does not exist are left out, as RabbitMQ does).
 pub fn for_policy(
     params: &Parameters,
     vhost: &str,
-    x: &str,
+    target: &str,
     definition: &Map<String, Value>,
 ) -> Vec<Upstream> {
     let elements: Vec<Value> = match (
@@ -181,7 +188,7 @@ pub fn for_policy(
         .filter_map(|e| {
             let name = e.get("upstream")?.as_str()?;
             let value = params.get(UPSTREAM, vhost, name)?;
-            Upstream::resolve(name, &value, e, x)
+            Upstream::resolve(name, &value, e, target)
         })
         .collect();
     out.sort_by(|a, b| a.name.cmp(&b.name));
@@ -229,6 +236,10 @@ mod tests {
         let u = Upstream::resolve("a", &up, &json!({"upstream": "a", "max-hops": 2}), "x")
             .expect("resolves");
         assert_eq!((u.max_hops, u.prefetch, u.exchange.as_str()), (2, 10, "x"));
+        assert_eq!(
+            (u.queue.as_str(), u.consumer_tag.as_str()),
+            ("x", "federation-link-a")
+        );
         assert_eq!(u.ack_mode, AckMode::OnConfirm);
         assert_eq!(u.reconnect_delay, Duration::from_secs(5));
     }
