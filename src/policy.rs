@@ -98,6 +98,7 @@ const ACCEPTED_KEYS: &[&str] = &[
     "stream-max-segment-size-bytes",
     "federation-upstream",
     "federation-upstream-set",
+    "federation-upstream-pattern",
 ];
 
 /// A policy or operator policy.
@@ -139,6 +140,12 @@ fn validate_key(key: &str, v: &Value) -> Result<(), String> {
         "dead-letter-routing-key" if !v.is_string() => bad("dead letter routing key"),
         "federation-upstream" if !v.is_string() => bad("federation upstream name"),
         "federation-upstream-set" if !v.is_string() => bad("federation upstream set name"),
+        "federation-upstream-pattern" => match v.as_str() {
+            None => bad("federation upstream pattern name"),
+            Some(p) => Regex::new(p).map(|_| ()).map_err(|e| {
+                format!("could not compile pattern {p} to a regular expression. Error: {e}")
+            }),
+        },
         "message-ttl" if !integer_at_least(v, 0) => bad("message TTL"),
         "expires" if !integer_at_least(v, 1) => bad("queue expiry"),
         "max-length" | "max-length-bytes" if !integer_at_least(v, 0) => bad("maximum length"),
@@ -247,8 +254,17 @@ impl Policy {
                 unknown.join(",")
             )));
         }
-        let federation = ["federation-upstream", "federation-upstream-set"];
-        if federation.iter().all(|k| definition.contains_key(*k)) {
+        let federation = [
+            "federation-upstream",
+            "federation-upstream-set",
+            "federation-upstream-pattern",
+        ];
+        if federation
+            .iter()
+            .filter(|k| definition.contains_key(**k))
+            .count()
+            >= 2
+        {
             return Err(invalid(
                 "cannot specify federation-upstream, federation-upstream-set or \
                  federation-upstream-pattern together",

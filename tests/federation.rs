@@ -654,6 +654,38 @@ async fn upstreams_sets_and_policies_are_validated_with_rabbitmqs_texts() {
         "Validation failed\n\ncannot specify federation-upstream, federation-upstream-set or \
          federation-upstream-pattern together\n"
     );
+    let r = put(
+        "/api/policies/%2F/p",
+        json!({"pattern": ".*", "definition": {"federation-upstream-pattern": 5}}),
+    )
+    .await;
+    assert_eq!(
+        r.json()["reason"],
+        "Validation failed\n\n5 is not a valid federation upstream pattern name\n"
+    );
+    let r = put(
+        "/api/policies/%2F/p",
+        json!({"pattern": ".*", "definition": {"federation-upstream-pattern": "a", "federation-upstream-set": "all"}}),
+    )
+    .await;
+    assert_eq!(
+        r.json()["reason"],
+        "Validation failed\n\ncannot specify federation-upstream, federation-upstream-set or \
+         federation-upstream-pattern together\n"
+    );
+    let r = put(
+        "/api/policies/%2F/p",
+        json!({"pattern": ".*", "definition": {"federation-upstream-pattern": "("}}),
+    )
+    .await;
+    assert_eq!(r.status, 400);
+    assert!(
+        r.json()["reason"].as_str().is_some_and(|t| t.starts_with(
+            "Validation failed\n\ncould not compile pattern ( to a regular expression. Error: "
+        )),
+        "{}",
+        r.body
+    );
     // A policy naming an upstream that does not exist yet is fine; so is its link list.
     let r = put(
         "/api/policies/%2F/p",
@@ -662,4 +694,49 @@ async fn upstreams_sets_and_policies_are_validated_with_rabbitmqs_texts() {
     .await;
     assert_eq!(r.status, 201, "{}", r.body);
     assert!(n.links().await.is_empty());
+}
+
+#[tokio::test]
+async fn a_pattern_policy_links_the_upstreams_whose_names_match() {
+    let b = start().await;
+    let n = Node::of(&b);
+    let (_c, ch) = n.channel().await;
+    topology(&ch, "px", "px-q", "#").await;
+    // Nothing listens on port 1: the links are listed, in error.
+    for name in ["east-1", "east-2", "west-1"] {
+        let r = n
+            .api(
+                "PUT",
+                &format!("/api/parameters/federation-upstream/%2F/{name}"),
+                Some(json!({"value": {"uri": "amqp://127.0.0.1:1", "reconnect-delay": 60}})),
+            )
+            .await;
+        assert_eq!(r.status, 201, "{}", r.body);
+    }
+    let r = n
+        .api(
+            "PUT",
+            "/api/policies/%2F/px",
+            Some(json!({"pattern": "^px$", "apply-to": "exchanges",
+                        "definition": {"federation-upstream-pattern": "^east-"}})),
+        )
+        .await;
+    assert_eq!(r.status, 201, "{}", r.body);
+    let upstreams = || async {
+        let mut u: Vec<String> = n
+            .links()
+            .await
+            .iter()
+            .filter(|l| l["exchange"] == "px")
+            .filter_map(|l| l["upstream"].as_str().map(str::to_owned))
+            .collect();
+        u.sort();
+        u
+    };
+    eventually("links to east-1 and east-2", || async {
+        upstreams().await == ["east-1", "east-2"]
+    })
+    .await;
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    assert_eq!(upstreams().await, ["east-1", "east-2"], "west-1 stays out");
 }

@@ -1,7 +1,8 @@
 //! Federation (RabbitMQ's federation plugin, built in): the `federation-upstream` and
 //! `federation-upstream-set` runtime-parameter components, and exchange and queue
-//! federation. An exchange or queue whose policy names `federation-upstream` (one upstream)
-//! or `federation-upstream-set` (a set, or `all`) gets one link per upstream: an exchange
+//! federation. An exchange or queue whose policy names `federation-upstream` (one upstream),
+//! `federation-upstream-set` (a set, or `all`) or `federation-upstream-pattern` (the
+//! upstreams whose names match a regular expression) gets one link per upstream: an exchange
 //! link (`link`) brings the upstream exchange's messages for the local exchange's binding
 //! keys here; a queue link (`queue_link`) moves messages from the upstream queue while the
 //! local one has consumers waiting. The links wanted are worked out again from the
@@ -10,8 +11,7 @@
 //! wanted, or whose upstream changed, are stopped. (The `x-federation-upstream` exchange
 //! type, which upstreams need, lives with the other exchange types.)
 //!
-//! Not yet: `federation-upstream-pattern`, links on a clustered node (the parameters are
-//! refused there, as shovels are).
+//! Not yet: links on a clustered node (the parameters are refused there, as shovels are).
 
 pub mod conn;
 pub mod headers;
@@ -53,7 +53,13 @@ type LinkKey = (String, Target, String);
 
 /// Whether a policy definition federates what it applies to.
 fn federates(def: &Map<String, Value>) -> bool {
-    def.contains_key("federation-upstream") || def.contains_key("federation-upstream-set")
+    [
+        "federation-upstream",
+        "federation-upstream-set",
+        "federation-upstream-pattern",
+    ]
+    .iter()
+    .any(|k| def.contains_key(*k))
 }
 
 /// A running link.

@@ -155,31 +155,40 @@ impl Upstream {
     }
 }
 
-/// The upstreams a policy definition names for exchange or queue `target` of `vhost`, sorted by name
-/// (those whose parameter does not exist are left out, as RabbitMQ does).
+/// The upstreams a policy definition names for exchange or queue `target` of `vhost` (one by
+/// name, a set, `all`, or those whose names match a pattern), sorted by name (those whose
+/// parameter does not exist are left out, as RabbitMQ does).
 pub fn for_policy(
     params: &Parameters,
     vhost: &str,
     target: &str,
     definition: &Map<String, Value>,
 ) -> Vec<Upstream> {
+    let named = |name: &str| serde_json::json!({ "upstream": name });
+    let key = |k: &str| definition.get(k).and_then(Value::as_str);
     let elements: Vec<Value> = match (
-        definition
-            .get("federation-upstream")
-            .and_then(Value::as_str),
-        definition
-            .get("federation-upstream-set")
-            .and_then(Value::as_str),
+        key("federation-upstream"),
+        key("federation-upstream-set"),
+        key("federation-upstream-pattern"),
     ) {
-        (Some(name), None) => vec![serde_json::json!({ "upstream": name })],
-        (None, Some("all")) => params
+        (Some(name), None, None) => vec![named(name)],
+        (None, Some("all"), None) => params
             .list(UPSTREAM, Some(vhost))
             .into_iter()
-            .map(|(_, name, _)| serde_json::json!({ "upstream": name }))
+            .map(|(_, name, _)| named(&name))
             .collect(),
-        (None, Some(set)) => match params.get(UPSTREAM_SET, vhost, set) {
+        (None, Some(set), None) => match params.get(UPSTREAM_SET, vhost, set) {
             Some(Value::Array(a)) => a,
             _ => Vec::new(),
+        },
+        (None, None, Some(pattern)) => match regex::Regex::new(pattern) {
+            Ok(re) => params
+                .list(UPSTREAM, Some(vhost))
+                .into_iter()
+                .filter(|(_, name, _)| re.is_match(name))
+                .map(|(_, name, _)| named(&name))
+                .collect(),
+            Err(_) => Vec::new(),
         },
         _ => Vec::new(),
     };
