@@ -9,18 +9,6 @@ use lapin::options::{BasicPublishOptions, QueueDeclareOptions};
 use lapin::types::FieldTable;
 use lapin::BasicProperties;
 use serde_json::Value;
-use std::path::Path;
-
-async fn ctl_async(dir: &Path, args: &[&str]) -> (i32, String, String) {
-    let (dir, args): (std::path::PathBuf, Vec<String>) =
-        (dir.to_owned(), args.iter().map(|s| s.to_string()).collect());
-    tokio::task::spawn_blocking(move || {
-        let args: Vec<&str> = args.iter().map(String::as_str).collect();
-        warren_ctl(&dir, &args)
-    })
-    .await
-    .expect("ctl task")
-}
 
 fn json(text: &str) -> Value {
     serde_json::from_str(text).unwrap_or_else(|e| panic!("not JSON ({e}): {text}"))
@@ -57,15 +45,15 @@ async fn ctl_commands_answer_as_rabbitmqctl_does() {
         .expect("declare q0");
     tokio::time::sleep(std::time::Duration::from_millis(100)).await;
 
-    let (rc, out, _) = ctl_async(&dir, &["await_startup"]).await;
+    let (rc, out, _) = warren_ctl_async(&dir, &["await_startup"]).await;
     assert_eq!((rc, out.as_str()), (0, ""));
-    let (rc, out, _) = ctl_async(&dir, &["ping"]).await;
+    let (rc, out, _) = warren_ctl_async(&dir, &["ping"]).await;
     assert_eq!(rc, 0);
     assert!(out.ends_with("Ping succeeded\n"), "{out}");
-    let (rc, out, _) = ctl_async(&dir, &["check_running"]).await;
+    let (rc, out, _) = warren_ctl_async(&dir, &["check_running"]).await;
     assert_eq!(rc, 0);
     assert!(out.contains("is fully booted and running"), "{out}");
-    let (rc, out, _) = ctl_async(&dir, &["check_port_connectivity"]).await;
+    let (rc, out, _) = warren_ctl_async(&dir, &["check_port_connectivity"]).await;
     assert_eq!(rc, 0, "{out}");
     let amqp_port = b.server.amqp_addr.port().to_string();
     assert!(
@@ -74,29 +62,29 @@ async fn ctl_commands_answer_as_rabbitmqctl_does() {
     );
 
     // list_queues: banner, header, rows by name; -q, -s and JSON as rabbitmqctl prints them.
-    let (rc, out, _) = ctl_async(&dir, &["list_queues"]).await;
+    let (rc, out, _) = warren_ctl_async(&dir, &["list_queues"]).await;
     assert_eq!(rc, 0);
     assert_eq!(
         out,
         "Timeout: 60.0 seconds ...\nListing queues for vhost / ...\nname\tmessages\nq0\t0\nq1\t2\n"
     );
-    let (_, out, _) = ctl_async(&dir, &["list_queues", "-q", "name", "durable"]).await;
+    let (_, out, _) = warren_ctl_async(&dir, &["list_queues", "-q", "name", "durable"]).await;
     assert_eq!(out, "name\tdurable\nq0\tfalse\nq1\ttrue\n");
-    let (_, out, _) = ctl_async(&dir, &["list_queues", "-s"]).await;
+    let (_, out, _) = warren_ctl_async(&dir, &["list_queues", "-s"]).await;
     assert_eq!(out, "q0\t0\nq1\t2\n");
-    let (_, out, _) = ctl_async(&dir, &["list_queues", "--formatter", "json"]).await;
+    let (_, out, _) = warren_ctl_async(&dir, &["list_queues", "--formatter", "json"]).await;
     assert_eq!(
         out,
         "[\n{\"name\":\"q0\",\"messages\":0}\n,{\"name\":\"q1\",\"messages\":2}\n]\n"
     );
-    let (rc, _, err) = ctl_async(&dir, &["list_queues", "-p", "nowhere"]).await;
+    let (rc, _, err) = warren_ctl_async(&dir, &["list_queues", "-p", "nowhere"]).await;
     assert_eq!(rc, 70, "{err}");
 
     // add_user, set_permissions, list_users; the user then logs in over AMQP.
-    let (rc, out, _) = ctl_async(&dir, &["add_user", "bob", "s3cret"]).await;
+    let (rc, out, _) = warren_ctl_async(&dir, &["add_user", "bob", "s3cret"]).await;
     assert_eq!(rc, 0);
     assert!(out.starts_with("Adding user \"bob\" ...\nDone."), "{out}");
-    let (rc, _, err) = ctl_async(&dir, &["add_user", "bob", "x"]).await;
+    let (rc, _, err) = warren_ctl_async(&dir, &["add_user", "bob", "x"]).await;
     assert_eq!(rc, 70);
     assert!(err.contains("User \"bob\" already exists"), "{err}");
     let url = format!("amqp://bob:s3cret@{}/%2F", b.server.amqp_addr);
@@ -107,7 +95,7 @@ async fn ctl_commands_answer_as_rabbitmqctl_does() {
             .is_err(),
         "no permissions yet"
     );
-    let (rc, out, _) = ctl_async(
+    let (rc, out, _) = warren_ctl_async(
         &dir,
         &["set_permissions", "-p", "/", "bob", ".*", ".*", ".*"],
     )
@@ -120,19 +108,19 @@ async fn ctl_commands_answer_as_rabbitmqctl_does() {
     let bob = within(lapin::Connection::connect(&url, props))
         .await
         .expect("bob connects once permitted");
-    let (_, out, _) = ctl_async(&dir, &["list_users"]).await;
+    let (_, out, _) = warren_ctl_async(&dir, &["list_users"]).await;
     assert_eq!(
         out,
         "Listing users ...\nuser\ttags\nbob\t[]\nguest\t[administrator]\n"
     );
-    let (_, out, _) = ctl_async(&dir, &["list_users", "--formatter", "json"]).await;
+    let (_, out, _) = warren_ctl_async(&dir, &["list_users", "--formatter", "json"]).await;
     assert_eq!(
         json(&out),
         json(r#"[{"user":"bob","tags":[]},{"user":"guest","tags":["administrator"]}]"#)
     );
 
     // list_connections: the default columns; bob's and guest's connections.
-    let (_, out, _) = ctl_async(&dir, &["list_connections", "-q"]).await;
+    let (_, out, _) = warren_ctl_async(&dir, &["list_connections", "-q"]).await;
     let mut lines: Vec<&str> = out.lines().collect();
     assert_eq!(lines.remove(0), "user\tpeer_host\tpeer_port\tstate");
     lines.sort_unstable();
@@ -141,7 +129,7 @@ async fn ctl_commands_answer_as_rabbitmqctl_does() {
     assert!(lines[1].starts_with("guest\t127.0.0.1\t"));
 
     // status and cluster_status of a single node.
-    let (rc, out, _) = ctl_async(&dir, &["status", "--formatter", "json"]).await;
+    let (rc, out, _) = warren_ctl_async(&dir, &["status", "--formatter", "json"]).await;
     assert_eq!(rc, 0);
     let s = json(&out);
     assert_eq!(s["pid"], u64::from(std::process::id()), "the node's OS pid");
@@ -149,26 +137,26 @@ async fn ctl_commands_answer_as_rabbitmqctl_does() {
     assert!(s["listeners"]
         .as_array()
         .is_some_and(|l| l.iter().any(|x| x["protocol"] == "amqp")));
-    let (_, out, _) = ctl_async(&dir, &["status"]).await;
+    let (_, out, _) = warren_ctl_async(&dir, &["status"]).await;
     assert!(out.starts_with("Status of node "), "{out}");
-    let (rc, out, _) = ctl_async(&dir, &["cluster_status", "--formatter", "json"]).await;
+    let (rc, out, _) = warren_ctl_async(&dir, &["cluster_status", "--formatter", "json"]).await;
     assert_eq!(rc, 0);
     let cs = json(&out);
     assert_eq!(cs["disk_nodes"].as_array().map(Vec::len), Some(1));
     assert_eq!(cs["running_nodes"], cs["disk_nodes"]);
-    let (rc, _, err) = ctl_async(&dir, &["forget_cluster_node", "warren@elsewhere"]).await;
+    let (rc, _, err) = warren_ctl_async(&dir, &["forget_cluster_node", "warren@elsewhere"]).await;
     assert_eq!(rc, 69);
     assert!(err.contains("not_a_cluster_node"), "{err}");
 
     drop((bob, c));
     // A node that is not running: rabbitmqctl's 69.
     let empty = tempfile::tempdir().expect("dir");
-    let (rc, _, err) = ctl_async(empty.path(), &["ping"]).await;
+    let (rc, _, err) = warren_ctl_async(empty.path(), &["ping"]).await;
     assert_eq!(rc, 69);
     assert!(
         err.contains("unable to perform an operation on node"),
         "{err}"
     );
-    let (rc, _, _) = ctl_async(empty.path(), &["await_startup", "-t", "1"]).await;
+    let (rc, _, _) = warren_ctl_async(empty.path(), &["await_startup", "-t", "1"]).await;
     assert_eq!(rc, 69);
 }

@@ -739,4 +739,77 @@ async fn a_pattern_policy_links_the_upstreams_whose_names_match() {
     .await;
     tokio::time::sleep(Duration::from_millis(1500)).await;
     assert_eq!(upstreams().await, ["east-1", "east-2"], "west-1 stays out");
+
+    // Both are down (nothing listens upstream): the down lists and federation_status say so.
+    eventually("both links in error", || async {
+        let r = n.api("GET", "/api/federation-links/state/down", None).await;
+        let v = r.json();
+        v.as_array()
+            .is_some_and(|a| a.len() == 2 && a.iter().all(|l| l["status"] == "error"))
+    })
+    .await;
+    let r = n
+        .api("GET", "/api/federation-links/%2F/state/down", None)
+        .await;
+    assert_eq!(r.json().as_array().map(Vec::len), Some(2), "{}", r.body);
+    let dir = b.dir.path().to_owned();
+    let (code, out, err) = warren_ctl_async(
+        &dir,
+        &["federation_status", "--only-down", "--formatter", "json"],
+    )
+    .await;
+    assert_eq!(code, 0, "{out}{err}");
+    let listed: Value = serde_json::from_str(&out).unwrap_or_else(|e| panic!("{e}: {out}"));
+    let listed = listed.as_array().cloned().unwrap_or_default();
+    assert_eq!(listed.len(), 2, "{out}");
+    assert!(listed
+        .iter()
+        .all(|l| l["status"] == "error" && l["exchange"] == "px"));
+    assert!(listed
+        .iter()
+        .all(|l| l["error"].as_str().is_some_and(|e| !e.is_empty())));
+
+    // A restart (HTTP, then ctl) runs the link again: a new attempt, a new timestamp.
+    let link = n
+        .links()
+        .await
+        .into_iter()
+        .find(|l| l["upstream"] == "east-1")
+        .expect("east-1");
+    let (id, node) = (
+        link["id"].as_str().unwrap_or(""),
+        link["node"].as_str().unwrap_or(""),
+    );
+    let path = format!("/api/federation-links/vhost/%2F/{id}/{node}/restart");
+    tokio::time::sleep(Duration::from_millis(1100)).await;
+    let r = n.api("DELETE", &path, None).await;
+    assert_eq!(r.status, 204, "{}", r.body);
+    let before = link["timestamp"].clone();
+    eventually("east-1 tried again", || async {
+        n.links()
+            .await
+            .iter()
+            .any(|l| l["upstream"] == "east-1" && l["timestamp"] != before)
+    })
+    .await;
+    let r = n
+        .api(
+            "DELETE",
+            &format!("/api/federation-links/vhost/%2F/nosuch/{node}/restart"),
+            None,
+        )
+        .await;
+    assert_eq!(r.status, 404);
+    let (code, out, _) = warren_ctl_async(&dir, &["restart_federation_link", id]).await;
+    assert_eq!(code, 0, "{out}");
+    assert!(
+        out.starts_with(&format!("Restarting federation link {id} on node ")),
+        "{out}"
+    );
+    let (code, _, err) = warren_ctl_async(&dir, &["restart_federation_link", "nosuch"]).await;
+    assert_ne!(code, 0);
+    assert!(
+        err.contains("Link with the given ID was not found"),
+        "{err}"
+    );
 }

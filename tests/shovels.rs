@@ -483,17 +483,6 @@ async fn a_shovel_restarts_on_request_and_comes_back_with_its_broker() {
     wait_running(&d, "mover").await;
 }
 
-async fn ctl(dir: &std::path::Path, args: &[&str]) -> (i32, String, String) {
-    let (dir, args): (std::path::PathBuf, Vec<String>) =
-        (dir.to_owned(), args.iter().map(|s| s.to_string()).collect());
-    tokio::task::spawn_blocking(move || {
-        let args: Vec<&str> = args.iter().map(String::as_str).collect();
-        warren_ctl(&dir, &args)
-    })
-    .await
-    .expect("ctl task")
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn warren_ctl_sets_lists_restarts_and_deletes_shovels_as_rabbitmqctl() {
     let (a, b) = (start().await, start().await);
@@ -501,7 +490,8 @@ async fn warren_ctl_sets_lists_restarts_and_deletes_shovels_as_rabbitmqctl() {
     let value = json!({"src-uri": uri(&a), "src-queue": "cq", "dest-uri": uri(&b),
                        "dest-queue": "cq2"})
     .to_string();
-    let (code, out, err) = ctl(&dir, &["set_parameter", "shovel", "ctl1", &value]).await;
+    let (code, out, err) =
+        warren_ctl_async(&dir, &["set_parameter", "shovel", "ctl1", &value]).await;
     assert_eq!(code, 0, "{out}{err}");
     assert_eq!(
         out,
@@ -509,7 +499,7 @@ async fn warren_ctl_sets_lists_restarts_and_deletes_shovels_as_rabbitmqctl() {
             "Setting runtime parameter \"ctl1\" for component \"shovel\" to \"{value}\" in vhost \"/\" ...\n"
         )
     );
-    let (code, _, err) = ctl(
+    let (code, _, err) = warren_ctl_async(
         &dir,
         &["set_parameter", "shovel", "ctl2", r#"{"src-queue":"cq"}"#],
     )
@@ -520,12 +510,12 @@ async fn warren_ctl_sets_lists_restarts_and_deletes_shovels_as_rabbitmqctl() {
         "{err}"
     );
     wait_running(&a, "ctl1").await;
-    let (code, out, _) = ctl(&dir, &["list_parameters", "--formatter", "json"]).await;
+    let (code, out, _) = warren_ctl_async(&dir, &["list_parameters", "--formatter", "json"]).await;
     assert_eq!(code, 0);
     let listed: Value = serde_json::from_str(&out).expect("json");
     assert_eq!(listed[0]["component"], "shovel");
     assert_eq!(listed[0]["name"], "ctl1");
-    let (code, out, _) = ctl(&dir, &["shovel_status", "--formatter", "json"]).await;
+    let (code, out, _) = warren_ctl_async(&dir, &["shovel_status", "--formatter", "json"]).await;
     assert_eq!(code, 0);
     let status: Value = serde_json::from_str(&out).expect("json");
     assert_eq!(status[0]["name"], "ctl1");
@@ -534,16 +524,16 @@ async fn warren_ctl_sets_lists_restarts_and_deletes_shovels_as_rabbitmqctl() {
         status[0]["source"],
         format!("amqp://{}", a.server.amqp_addr)
     );
-    let (code, out, _) = ctl(&dir, &["restart_shovel", "ctl1"]).await;
+    let (code, out, _) = warren_ctl_async(&dir, &["restart_shovel", "ctl1"]).await;
     assert_eq!(code, 0);
     assert!(out.starts_with("Restarting dynamic Shovel ctl1 in virtual host / on node "));
-    let (code, out, _) = ctl(&dir, &["delete_shovel", "ctl1"]).await;
+    let (code, out, _) = warren_ctl_async(&dir, &["delete_shovel", "ctl1"]).await;
     assert_eq!(
         (code, out.as_str()),
         (0, "Deleting shovel ctl1 in vhost /\n")
     );
     assert_eq!(shovel_status(&a, "ctl1").await, None);
-    let (code, _, err) = ctl(&dir, &["clear_parameter", "shovel", "ctl1"]).await;
+    let (code, _, err) = warren_ctl_async(&dir, &["clear_parameter", "shovel", "ctl1"]).await;
     assert_eq!(code, 70);
     assert!(err.contains("Parameter does not exist"), "{err}");
 }

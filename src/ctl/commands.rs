@@ -1,6 +1,7 @@
 //! Each `warren ctl` command: the management API calls it makes on the local CLI socket and
 //! what it prints, in rabbitmqctl's words.
 
+mod federation;
 mod parameters;
 mod quorum;
 
@@ -122,6 +123,8 @@ pub(super) fn run(ctx: &Ctx, command: &Command) -> u8 {
         } => parameters::clear(ctx, vhost, component, name),
         Command::ListParameters { vhost } => parameters::list(ctx, vhost),
         Command::ShovelStatus => parameters::shovel_status(ctx),
+        Command::FederationStatus { only_down } => federation::federation_status(ctx, *only_down),
+        Command::RestartFederationLink { id } => federation::restart_federation_link(ctx, id),
         Command::RestartShovel { vhost, name } => parameters::restart_shovel(ctx, vhost, name),
         Command::DeleteShovel { vhost, name } => parameters::delete_shovel(ctx, vhost, name),
         Command::AddUser { user, password } => add_user(ctx, user, password),

@@ -189,6 +189,17 @@ pub enum Command {
     },
     /// The node's shovels and their states.
     ShovelStatus,
+    /// The node's federation links and their states.
+    FederationStatus {
+        /// Only links that failed or are not connected.
+        #[arg(long = "only-down")]
+        only_down: bool,
+    },
+    /// Restarts a federation link (by the id `federation_status` shows).
+    RestartFederationLink {
+        /// The link's id.
+        id: String,
+    },
     /// Restarts a dynamic shovel.
     RestartShovel {
         /// The vhost.

@@ -211,6 +211,29 @@ impl Federation {
     }
 }
 
+impl Federation {
+    /// Restarts the link with id `id` in `vhost` (RabbitMQ's `restart_federation_link`): its
+    /// task is stopped without removing anything upstream and a new one started at once.
+    /// False when there is no such link.
+    fn restart(&self, vhost: &str, id: &str) -> bool {
+        let found = self.links.iter().find_map(|e| {
+            let key = e.key();
+            let upstream_name = match &key.1 {
+                Target::Exchange(_) => &e.value().ctx.upstream.exchange,
+                Target::Queue(_) => &e.value().ctx.upstream.queue,
+            };
+            (key.0 == vhost && link_id(key, upstream_name) == id).then(|| key.clone())
+        });
+        let Some(key) = found else { return false };
+        // Dropping the sender stops the task as a node stop does: what it made upstream stays.
+        self.links.remove(&key);
+        if let Some(b) = self.broker.upgrade() {
+            self.reconcile(&b);
+        }
+        true
+    }
+}
+
 /// A short stable id for a link (RabbitMQ shows a hash of its key).
 fn link_id(key: &LinkKey, upstream_x: &str) -> String {
     use std::hash::{Hash, Hasher};
@@ -259,5 +282,10 @@ impl Component for Params {
 
     fn status(&self) -> Vec<Value> {
         self.federation.status()
+    }
+
+    /// For upstreams, `name` is a link's id (`/api/federation-links` shows it).
+    fn restart(&self, vhost: &str, name: &str) -> bool {
+        !self.set && self.federation.restart(vhost, name)
     }
 }

@@ -499,6 +499,18 @@ pub fn router(broker: Arc<Broker>) -> Router {
         )
         .route("/api/federation-links", get(federation::list))
         .route("/api/federation-links/{vhost}", get(federation::list_vhost))
+        .route(
+            "/api/federation-links/state/down",
+            get(federation::list_down),
+        )
+        .route(
+            "/api/federation-links/{vhost}/state/down",
+            get(federation::list_vhost_down),
+        )
+        .route(
+            "/api/federation-links/vhost/{vhost}/{id}/{node}/restart",
+            axum::routing::delete(federation::restart),
+        )
         .route("/api/shovels", get(shovels::list))
         .route("/api/shovels/{vhost}", get(shovels::list_vhost))
         .route(

@@ -327,6 +327,18 @@ pub fn warren_ctl(dir: &std::path::Path, args: &[&str]) -> (i32, String, String)
     warren_ctl_as("--data-dir", dir, args)
 }
 
+/// [`warren_ctl`] off the async runtime (the command blocks while the broker answers).
+pub async fn warren_ctl_async(dir: &std::path::Path, args: &[&str]) -> (i32, String, String) {
+    let (dir, args): (std::path::PathBuf, Vec<String>) =
+        (dir.to_owned(), args.iter().map(|s| s.to_string()).collect());
+    tokio::task::spawn_blocking(move || {
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        warren_ctl(&dir, &args)
+    })
+    .await
+    .expect("ctl task")
+}
+
 /// `warren --config CONFIG ctl ARGS`: exit code, stdout, stderr.
 pub fn warren_ctl_with(config: &std::path::Path, args: &[&str]) -> (i32, String, String) {
     warren_ctl_as("--config", config, args)
