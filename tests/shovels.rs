@@ -2,7 +2,7 @@
 //! `/api/parameters/shovel`, with RabbitMQ 3.10's validation texts; a queue's backlog and
 //! what follows moved in order with its properties; `delete-after: queue-length` moving
 //! the backlog and deleting itself; an exchange source with forward and timestamp headers;
-//! status, restart and delete through `/api/shovels`; a destination that restarts, and a
+//! status, restart, pause, resume and delete through `/api/shovels`; a destination that restarts, and a
 //! shovel that comes back with its broker; definitions export and import.
 
 mod common;
@@ -481,6 +481,58 @@ async fn a_shovel_restarts_on_request_and_comes_back_with_its_broker() {
     let r = api(&d, "POST", "/api/definitions", Some(&exported)).await;
     assert!(r.status < 300, "{} {}", r.status, r.body);
     wait_running(&d, "mover").await;
+}
+
+#[tokio::test]
+async fn a_paused_shovel_moves_nothing_until_it_is_resumed() {
+    let (a, b) = (start().await, start().await);
+    let (_ca, cha) = a.channel().await;
+    let (_cb, chb) = b.channel().await;
+    declare(&cha, "src").await;
+    let value = json!({"src-uri": uri(&a), "src-queue": "src", "dest-uri": uri(&b),
+                       "dest-queue": "dst"});
+    assert_eq!(put_shovel(&b, "p", value).await.status, 201);
+    wait_running(&b, "p").await;
+    publish(&cha, "src", "before", 0..5).await;
+    eventually("moved while running", || async {
+        ready(&chb, "dst").await == 5
+    })
+    .await;
+
+    let r = api(&b, "PUT", "/api/shovels/%2F/p/pause", None).await;
+    assert_eq!(r.status, 204, "{}", r.body);
+    let status = shovel_status(&b, "p").await.expect("still listed");
+    assert_eq!(status["state"], "paused");
+    assert_eq!(
+        api(&b, "PUT", "/api/shovels/%2F/p/pause", None)
+            .await
+            .status,
+        422,
+        "already paused"
+    );
+    publish(&cha, "src", "paused", 0..5).await;
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    assert_eq!(ready(&chb, "dst").await, 5, "moved while paused");
+    assert_eq!(count(&a, "src").await, 5);
+
+    let r = api(&b, "PUT", "/api/shovels/%2F/p/resume", None).await;
+    assert_eq!(r.status, 204, "{}", r.body);
+    wait_running(&b, "p").await;
+    eventually("moved after the resume", || async {
+        ready(&chb, "dst").await == 10
+    })
+    .await;
+    assert_eq!(
+        api(&b, "PUT", "/api/shovels/%2F/p/resume", None)
+            .await
+            .status,
+        422,
+        "not paused"
+    );
+    for verb in ["pause", "resume"] {
+        let r = api(&b, "PUT", &format!("/api/shovels/%2F/nosuch/{verb}"), None).await;
+        assert_eq!(r.status, 404, "{verb}");
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -522,6 +522,14 @@ pub fn router(broker: Arc<Broker>) -> Router {
             axum::routing::delete(shovels::restart),
         )
         .route(
+            "/api/shovels/{vhost}/{name}/pause",
+            axum::routing::put(shovels::pause),
+        )
+        .route(
+            "/api/shovels/{vhost}/{name}/resume",
+            axum::routing::put(shovels::resume),
+        )
+        .route(
             "/api/cluster-name",
             get(policies::cluster_name_show).put(policies::cluster_name_put),
         )

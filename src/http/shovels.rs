@@ -1,7 +1,9 @@
 //! `/api/shovels` (RabbitMQ's shovel management plugin): the status of the node's dynamic
 //! shovels, all or per vhost, one by name (an array, as RabbitMQ 3.x answers), its restart
-//! (`DELETE .../restart`) and its deletion (`DELETE` of the shovel clears its parameter).
-//! Any management user reads the vhosts it can see; policymakers restart and delete.
+//! (`DELETE .../restart`) and its deletion (`DELETE` of the shovel clears its parameter);
+//! and LavinMQ's pause and resume (`PUT /api/shovels/{vhost}/{name}/pause|resume`). Any
+//! management user reads the vhosts it can see; policymakers restart, pause, resume and
+//! delete.
 
 use super::policies::user_sees;
 use super::{ApiError, AppState, Authenticated, Policymaker};
@@ -96,4 +98,46 @@ pub(crate) async fn restart(
     } else {
         Err(ApiError::not_found())
     }
+}
+
+/// PUT /api/shovels/{vhost}/{name}/pause and .../resume (LavinMQ's): 204; 422 when the
+/// shovel is not running (pause) or not paused (resume); 404 when it does not run here.
+async fn set_paused(
+    b: AppState,
+    who: Policymaker,
+    vhost: String,
+    name: String,
+    paused: bool,
+) -> Result<StatusCode, ApiError> {
+    super::vhost_of(&b, &vhost).await?;
+    if !who.may_use(&b, &vhost) {
+        return Err(ApiError::not_permitted());
+    }
+    match b
+        .parameters
+        .component(COMPONENT)
+        .and_then(|c| c.set_paused(&vhost, &name, paused))
+    {
+        Some(true) => Ok(StatusCode::NO_CONTENT),
+        Some(false) => Ok(StatusCode::UNPROCESSABLE_ENTITY),
+        None => Err(ApiError::not_found()),
+    }
+}
+
+/// PUT /api/shovels/{vhost}/{name}/pause.
+pub(crate) async fn pause(
+    State(b): State<AppState>,
+    who: Policymaker,
+    Path((vhost, name)): Path<(String, String)>,
+) -> Result<StatusCode, ApiError> {
+    set_paused(b, who, vhost, name, true).await
+}
+
+/// PUT /api/shovels/{vhost}/{name}/resume.
+pub(crate) async fn resume(
+    State(b): State<AppState>,
+    who: Policymaker,
+    Path((vhost, name)): Path<(String, String)>,
+) -> Result<StatusCode, ApiError> {
+    set_paused(b, who, vhost, name, false).await
 }

@@ -28,6 +28,11 @@ pub trait Component: Send + Sync {
     fn restart(&self, _vhost: &str, _name: &str) -> bool {
         false
     }
+    /// Pauses (`paused`) or resumes what runs for a value: None when nothing runs for it,
+    /// Some(false) when it is not in a state to (not running, or not paused).
+    fn set_paused(&self, _vhost: &str, _name: &str, _paused: bool) -> Option<bool> {
+        None
+    }
 }
 
 /// Why a parameter was not set.

@@ -5,6 +5,10 @@
 //! messages, `props` rewrites properties and picks the destination on the way). Clearing the parameter, or deleting its vhost, stops the
 //! task; the task ends its connections, so the source requeues what it had not settled.
 //!
+//! A shovel can be paused and resumed (LavinMQ's addition): pausing stops its task as a
+//! delete does (the source requeues what was not settled) and shows it `paused` until it is
+//! resumed, restarted, set again or the node restarts.
+//!
 //! A URI without a host (`amqp://`) names this node, as in RabbitMQ: the shovel connects to
 //! its own AMQP listener as the internal user, with every permission (RabbitMQ's direct
 //! connection). Not yet: shovels on a clustered node (the parameter is refused
@@ -33,6 +37,8 @@ struct Running {
     ctx: Arc<Ctx>,
     /// Dropping it (or sending) stops the task.
     stop: watch::Sender<bool>,
+    /// Paused: its task was stopped, the shovel stays listed.
+    paused: bool,
 }
 
 /// The node's shovels.
@@ -74,8 +80,14 @@ impl Shovels {
         });
         let (stop, rx) = watch::channel(false);
         tokio::spawn(worker::run(ctx.clone(), rx));
-        self.running
-            .insert((vhost.to_owned(), name.to_owned()), Running { ctx, stop });
+        self.running.insert(
+            (vhost.to_owned(), name.to_owned()),
+            Running {
+                ctx,
+                stop,
+                paused: false,
+            },
+        );
     }
 
     fn stop(&self, vhost: &str, name: &str) -> bool {
@@ -124,7 +136,13 @@ impl Component for Shovels {
         let mut all: Vec<((String, String), Value)> = self
             .running
             .iter()
-            .map(|e| (e.key().clone(), e.value().ctx.status_json(&node)))
+            .map(|e| {
+                let mut status = e.value().ctx.status_json(&node);
+                if e.value().paused {
+                    status["state"] = Value::from("paused");
+                }
+                (e.key().clone(), status)
+            })
             .collect();
         all.sort_by(|a, b| a.0.cmp(&b.0));
         all.into_iter().map(|(_, v)| v).collect()
@@ -146,5 +164,31 @@ impl Component for Shovels {
             }
             _ => false,
         }
+    }
+
+    fn set_paused(&self, vhost: &str, name: &str, paused: bool) -> Option<bool> {
+        let key = (vhost.to_owned(), name.to_owned());
+        if paused {
+            let mut r = self.running.get_mut(&key)?;
+            let running = matches!(r.ctx.status.state().0, status::State::Running { .. });
+            if r.paused || !running {
+                return Some(false);
+            }
+            tracing::info!(vhost, name, "shovel paused");
+            let _ = r.stop.send(true);
+            r.paused = true;
+            return Some(true);
+        }
+        if !self.running.get(&key)?.paused {
+            return Some(false);
+        }
+        let value = self
+            .broker
+            .upgrade()?
+            .parameters
+            .get(COMPONENT, vhost, name)?;
+        tracing::info!(vhost, name, "shovel resumed");
+        self.start(vhost, name, &value);
+        Some(true)
     }
 }
