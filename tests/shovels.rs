@@ -768,3 +768,125 @@ async fn amqp_without_a_host_is_this_node_with_every_permission() {
     let refused = a.connect_as("none", "guest").await;
     assert!(refused.is_err());
 }
+
+/// What the webhook receiver of the test got: (path and query, headers, body).
+type Received = std::sync::Arc<std::sync::Mutex<Vec<(String, Vec<(String, String)>, String)>>>;
+
+/// An HTTP receiver on a free port: the first POST is answered 503, a body `reject-me` 422,
+/// the others 204.
+async fn receiver() -> (std::net::SocketAddr, Received) {
+    use axum::http::{HeaderMap, StatusCode, Uri};
+    let got: Received = Default::default();
+    let seen = got.clone();
+    let app = axum::Router::new().fallback(move |uri: Uri, headers: HeaderMap, body: String| {
+        let seen = seen.clone();
+        async move {
+            let headers: Vec<(String, String)> = headers
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_str().unwrap_or("").to_owned()))
+                .collect();
+            let mut all = seen.lock().expect("lock");
+            let first = all.is_empty();
+            let reject = body == "reject-me";
+            all.push((uri.to_string(), headers, body));
+            match (first, reject) {
+                (true, _) => StatusCode::SERVICE_UNAVAILABLE,
+                (false, true) => StatusCode::UNPROCESSABLE_ENTITY,
+                (false, false) => StatusCode::NO_CONTENT,
+            }
+        }
+    });
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    let addr = listener.local_addr().expect("addr");
+    tokio::spawn(async move {
+        let _ = axum::serve(listener, app).await;
+    });
+    (addr, got)
+}
+
+#[tokio::test]
+async fn a_webhook_destination_gets_each_message_posted_and_acks_on_2xx() {
+    let a = start().await;
+    let (_ca, cha) = a.channel().await;
+    declare(&cha, "hooked").await;
+    within(cha.confirm_select(Default::default()))
+        .await
+        .expect("confirm.select");
+    let mut headers = FieldTable::default();
+    headers.insert("origin".into(), AMQPValue::LongString("a".into()));
+    headers.insert("n".into(), AMQPValue::LongInt(7));
+    for (i, body) in ["m1", "reject-me", "m2"].iter().enumerate() {
+        let props = BasicProperties::default()
+            .with_content_type("text/plain".into())
+            .with_message_id(format!("id-{i}").into())
+            .with_headers(headers.clone());
+        within(cha.basic_publish(
+            "".into(),
+            "hooked".into(),
+            Default::default(),
+            body.as_bytes(),
+            props,
+        ))
+        .await
+        .expect("publish");
+    }
+    within(cha.wait_for_confirms()).await.expect("confirms");
+    for (dest, reason) in [
+        (
+            json!(["http://h/", "amqp://"]),
+            "dest-uri: an http(s) URI must be the only one",
+        ),
+        (
+            json!("http://:1/"),
+            "\"http://:1/\" not a valid http(s) URI",
+        ),
+    ] {
+        let v = json!({"src-uri": uri(&a), "src-queue": "hooked", "dest-uri": dest});
+        let r = put_shovel(&a, "bad", v).await;
+        assert_eq!(r.status, 400);
+        assert_eq!(
+            r.json()["reason"],
+            format!("Validation failed\n\n{reason}\n")
+        );
+    }
+    let (addr, got) = receiver().await;
+    let value = json!({"src-uri": uri(&a), "src-queue": "hooked",
+                       "dest-uri": format!("http://hook:secret@{addr}/in?k=v"),
+                       "reconnect-delay": 1});
+    assert_eq!(put_shovel(&a, "hook", value).await.status, 201);
+    // 503 first: the run ends (the message goes back) and starts again a second later.
+    eventually("all three posted, the first one twice", || async {
+        got.lock().expect("lock").len() >= 4
+    })
+    .await;
+    eventually("the source queue empty", || async {
+        count(&a, "hooked").await == 0
+    })
+    .await;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let got = got.lock().expect("lock").clone();
+    let bodies: Vec<&str> = got.iter().map(|r| r.2.as_str()).collect();
+    assert_eq!(bodies, ["m1", "m1", "reject-me", "m2"]);
+    let (path, headers, _) = &got[0];
+    assert_eq!(path, "/in?k=v");
+    let header = |k: &str| {
+        headers
+            .iter()
+            .find(|(n, _)| n.eq_ignore_ascii_case(k))
+            .map(|(_, v)| v.as_str())
+    };
+    assert_eq!(header("content-type"), Some("text/plain"));
+    assert_eq!(header("x-message-id"), Some("id-0"));
+    assert_eq!(header("x-shovel"), Some("hook"));
+    assert_eq!(header("x-origin"), Some("a"));
+    assert_eq!(header("x-n"), Some("7"));
+    assert_eq!(header("authorization"), Some("Basic aG9vazpzZWNyZXQ="));
+    // Rejected (422) at the source: gone, not requeued; nothing left unacked.
+    let (_c, ch) = a.channel().await;
+    assert_eq!(drain(&ch, "hooked").await.len(), 0);
+    let status = shovel_status(&a, "hook").await.expect("listed");
+    assert_eq!(status["state"], "running");
+    assert_eq!(status["dest_uri"], format!("http://{addr}/in?k=v").as_str());
+}

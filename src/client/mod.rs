@@ -5,6 +5,7 @@
 //! which moves messages from one connection to another (shovels, federation links).
 
 pub mod connection;
+pub mod consume;
 pub mod local;
 pub mod relay;
 pub mod tls;

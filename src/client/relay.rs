@@ -7,16 +7,17 @@
 //! source; unsettled deliveries bound what is in flight to the prefetch. Heartbeats are sent
 //! and watched on both connections.
 
+use super::consume::{drain, due, failed, fill, silent, Assembler, Incoming};
 use super::Client;
 use crate::amqp::codec::{self, Frame};
 use amq_protocol::protocol::{basic, connection, AMQPClass};
-use bytes::{Bytes, BytesMut};
+use bytes::BytesMut;
 use std::borrow::Cow;
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::io::AsyncWriteExt;
 use tokio::sync::{watch, Notify};
 use tokio::time::Instant;
 
@@ -103,23 +104,12 @@ pub enum Ended {
     Completed,
 }
 
-/// A delivery being assembled.
-struct Incoming {
-    tag: u64,
-    redelivered: bool,
-    exchange: String,
-    routing_key: String,
-    props: Bytes,
-    size: usize,
-    body: BytesMut,
-}
-
 /// Where a run stands.
 struct Pump<'a, T: Transfer> {
     transfer: &'a mut T,
     ack_mode: AckMode,
     counters: &'a Counters,
-    incoming: Option<Incoming>,
+    incoming: Assembler,
     /// (destination publish sequence number, source delivery tag), in order.
     unconfirmed: VecDeque<(u64, u64)>,
     next_seq: u64,
@@ -131,20 +121,6 @@ struct Pump<'a, T: Transfer> {
     dst_out: BytesMut,
     blocked: bool,
     dst_frame_max: u32,
-}
-
-fn failed(what: &str, e: impl std::fmt::Display) -> String {
-    format!("{what}: {e}")
-}
-
-/// When the connection with heartbeat timeout `hb` seconds last read at `read` is dead.
-fn silent(hb: u16, read: Instant) -> bool {
-    hb > 0 && read.elapsed() > Duration::from_secs(u64::from(hb) * 2)
-}
-
-/// When a heartbeat is due on a connection last written at `wrote`.
-fn due(hb: u16, wrote: Instant) -> bool {
-    hb > 0 && wrote.elapsed() >= Duration::from_secs(u64::from(hb)) / 2
 }
 
 fn settle(out: &mut BytesMut, tag: u64, multiple: bool, ack: bool) {
@@ -212,48 +188,8 @@ impl<T: Transfer> Pump<'_, T> {
 
     /// A frame from the source; Err ends the run.
     fn on_source(&mut self, f: Frame) -> Result<(), String> {
-        match f {
-            Frame::Method(_, m) => match *m {
-                AMQPClass::Basic(basic::AMQPMethod::Deliver(d)) => {
-                    self.incoming = Some(Incoming {
-                        tag: d.delivery_tag,
-                        redelivered: d.redelivered,
-                        exchange: d.exchange.to_string(),
-                        routing_key: d.routing_key.to_string(),
-                        props: Bytes::new(),
-                        size: 0,
-                        body: BytesMut::new(),
-                    });
-                }
-                AMQPClass::Basic(basic::AMQPMethod::Cancel(_)) => {
-                    return Err("the source cancelled the shovel's consumer".into())
-                }
-                _ => {}
-            },
-            Frame::Header(_, h) => {
-                if let Some(m) = &mut self.incoming {
-                    m.props = h.raw_properties.clone();
-                    m.size = usize::try_from(h.body_size).unwrap_or(usize::MAX);
-                    m.body.reserve(m.size.min(1 << 20));
-                    if m.size == 0 {
-                        if let Some(m) = self.incoming.take() {
-                            self.forward(m);
-                        }
-                    }
-                }
-            }
-            Frame::Body(_, b) => {
-                if let Some(m) = &mut self.incoming {
-                    m.body.extend_from_slice(&b);
-                    if m.body.len() >= m.size {
-                        if let Some(m) = self.incoming.take() {
-                            self.forward(m);
-                        }
-                    }
-                }
-            }
-            Frame::Heartbeat(_) => {}
-            Frame::Refused(_, e) => return Err(failed("the source sent a bad frame", e.text)),
+        if let Some(m) = self.incoming.feed(f)? {
+            self.forward(m);
         }
         Ok(())
     }
@@ -304,40 +240,6 @@ impl<T: Transfer> Pump<'_, T> {
     }
 }
 
-/// Decodes what `c` has buffered, handing each frame to `each`; a close from the server
-/// ends the run with its reason.
-async fn drain(
-    c: &mut Client,
-    side: &str,
-    mut each: impl FnMut(Frame) -> Result<(), String>,
-) -> Result<(), String> {
-    loop {
-        match codec::decode(&mut c.rbuf, 0) {
-            Ok(Some(Frame::Method(ch, m))) => {
-                let closed = c.answer_close(ch, &m).await.map_err(|e| failed(side, e))?;
-                if let Some(closed) = closed {
-                    return Err(format!("{side}: {closed}"));
-                }
-                each(Frame::Method(ch, m))?;
-            }
-            Ok(Some(f)) => each(f)?,
-            Ok(None) => return Ok(()),
-            Err(e) => return Err(failed(side, e.text)),
-        }
-    }
-}
-
-/// Reads into a connection's buffer; Err when it ended.
-async fn fill(c: &mut Client) -> std::io::Result<()> {
-    if c.rbuf.capacity() - c.rbuf.len() < 4096 {
-        c.rbuf.reserve(64 * 1024);
-    }
-    match c.rd.read_buf(&mut c.rbuf).await? {
-        0 => Err(super::connection::err("connection closed")),
-        _ => Ok(()),
-    }
-}
-
 /// Moves messages from channel 1 of `src` to channel 1 of `dst` until the run is stopped,
 /// has settled `remaining` messages (None: no limit), or fails (Err with the reason).
 pub async fn run<T: Transfer>(
@@ -353,7 +255,7 @@ pub async fn run<T: Transfer>(
         ack_mode: transfer.ack_mode(),
         transfer,
         counters,
-        incoming: None,
+        incoming: Assembler::default(),
         unconfirmed: VecDeque::new(),
         next_seq: 0,
         to_publish: remaining,

@@ -130,3 +130,19 @@ pub async fn connect(uri: &AmqpUri, sock: TcpStream) -> io::Result<TlsStream<Tcp
         .connect(name, sock)
         .await
 }
+
+/// The TLS handshake with `host` on a connected socket, its certificate checked against the
+/// system's roots (a shovel's `https://` webhook).
+pub async fn connect_host(host: &str, sock: TcpStream) -> io::Result<TlsStream<TcpStream>> {
+    let provider = Arc::new(crypto::aws_lc_rs::default_provider());
+    let config = ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .map_err(io::Error::other)?
+        .with_root_certificates(system_roots())
+        .with_no_client_auth();
+    let name = ServerName::try_from(host.to_owned())
+        .map_err(|e| io::Error::other(format!("invalid server name {host:?}: {e}")))?;
+    TlsConnector::from(Arc::new(config))
+        .connect(name, sock)
+        .await
+}

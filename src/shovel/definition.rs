@@ -4,6 +4,7 @@
 //! RabbitMQ 3.13's, the pre-3.7 spellings (`delete-after`, `prefetch-count`,
 //! `add-forward-headers`, `publish-properties`) included.
 
+use super::webhook::Webhook;
 use crate::client::uri::check as uri;
 use crate::client::AmqpUri;
 use crate::json::erlang_term;
@@ -63,6 +64,8 @@ pub struct ShovelDef {
     pub delete_after: DeleteAfter,
     /// Destination URIs.
     pub dest_uris: Vec<AmqpUri>,
+    /// An `http(s)://` destination instead ([`Webhook`]).
+    pub webhook: Option<Webhook>,
     /// A queue to publish to (through the default exchange), declared if missing.
     pub dest_queue: Option<String>,
     /// Arguments to declare the destination queue with.
@@ -198,7 +201,7 @@ const CHECKS: &[(&str, Check, bool)] = &[
     ("src-delete-after", delete_after, false),
     ("src-delete-after-duration", positive_seconds, false),
     ("src-predeclared", boolean, false),
-    ("dest-uri", uri, true),
+    ("dest-uri", dest_uri, true),
     ("dest-exchange", binary, false),
     ("dest-exchange-key", binary, false),
     ("dest-queue", queue_name, false),
@@ -232,6 +235,33 @@ pub fn validate(name: &str, v: &Value) -> Vec<String> {
     }
     out.extend(proplist(name, CHECKS, v));
     out
+}
+
+/// `dest-uri`: AMQP URIs as RabbitMQ's, or one `http(s)://` webhook URI (LavinMQ's).
+fn dest_uri(name: &str, v: &Value) -> Vec<String> {
+    let hooks: Vec<&str> = match v {
+        Value::String(s) => vec![s.as_str()],
+        Value::Array(a) => a.iter().filter_map(Value::as_str).collect(),
+        _ => Vec::new(),
+    };
+    match hooks.iter().filter(|u| Webhook::is_webhook(u)).count() {
+        0 => uri(name, v),
+        1 if hooks.len() == 1 => match hooks.first().map(|h| Webhook::parse(h)) {
+            Some(Err(e)) => vec![e],
+            _ => Vec::new(),
+        },
+        _ => vec!["dest-uri: an http(s) URI must be the only one".to_owned()],
+    }
+}
+
+/// The webhook `dest-uri` names, if it names one.
+fn webhook(v: Option<&Value>) -> Option<Webhook> {
+    let text = match v? {
+        Value::String(s) => s.as_str(),
+        Value::Array(a) => a.first()?.as_str()?,
+        _ => return None,
+    };
+    Webhook::parse(text).ok()
 }
 
 fn uris(v: Option<&Value>) -> Vec<AmqpUri> {
@@ -321,6 +351,7 @@ impl ShovelDef {
             prefetch,
             delete_after,
             dest_uris: uris(m.get("dest-uri")),
+            webhook: webhook(m.get("dest-uri")),
             dest_queue: text("dest-queue"),
             dest_queue_args: args(m.get("dest-queue-args")),
             dest_predeclared: flag("dest-predeclared", "dest-predeclared"),

@@ -5,7 +5,9 @@
 //! messages, `props` rewrites properties and picks the destination on the way). Clearing the parameter, or deleting its vhost, stops the
 //! task; the task ends its connections, so the source requeues what it had not settled.
 //!
-//! A shovel can be paused and resumed (LavinMQ's addition): pausing stops its task as a
+//! A destination may also be an `http(s)://` webhook (`webhook`, LavinMQ's addition),
+//! which the run POSTs each message to instead of publishing. A shovel can be paused and
+//! resumed (LavinMQ's addition too): pausing stops its task as a
 //! delete does (the source requeues what was not settled) and shows it `paused` until it is
 //! resumed, restarted, set again or the node restarts.
 //!
@@ -18,6 +20,7 @@ pub mod definition;
 mod props;
 mod session;
 pub mod status;
+pub mod webhook;
 pub mod worker;
 
 use crate::broker::Broker;

@@ -3,9 +3,11 @@
 //! fails), declare what the definition names (the source queue durable if it is missing, or
 //! an exclusive queue bound to the source exchange; the destination queue likewise), count
 //! the source queue for `delete-after: queue-length`, then basic.qos, confirm.select and
-//! basic.consume. Channel 1 carries the work on both connections.
+//! basic.consume. Channel 1 carries the work on both connections. A webhook destination
+//! has no connection to set up (its run connects when it first POSTs).
 
 use super::definition::{AckMode, DeleteAfter, ShovelDef, Source};
+use super::webhook::Webhook;
 use crate::client::local::LocalNode;
 use crate::client::{AmqpUri, Client, Closed};
 use amq_protocol::protocol::{basic, confirm, queue, AMQPClass};
@@ -13,12 +15,20 @@ use amq_protocol::types::FieldTable;
 use rand::seq::SliceRandom;
 use std::io;
 
+/// Where a run publishes.
+pub enum Dest {
+    /// An AMQP connection, publishing on channel 1.
+    Amqp(Client),
+    /// A webhook, POSTed to ([`Webhook`]).
+    Webhook(Webhook),
+}
+
 /// A connected, set-up shovel run.
 pub struct Session {
     /// The source connection, consuming on channel 1.
     pub src: Client,
-    /// The destination connection, publishing on channel 1.
-    pub dst: Client,
+    /// The destination.
+    pub dst: Dest,
     /// The source URI connected to, without credentials.
     pub src_uri: String,
     /// The destination URI connected to, without credentials.
@@ -122,7 +132,13 @@ pub async fn start(
 ) -> Result<Setup, String> {
     let conn_name = format!("Shovel {name}");
     let (mut src, src_uri) = connect_any(&def.src_uris, &conn_name, local).await?;
-    let (mut dst, dst_uri) = connect_any(&def.dest_uris, &conn_name, local).await?;
+    let (mut dst, dst_uri) = match &def.webhook {
+        Some(hook) => (Dest::Webhook(hook.clone()), hook.shown.clone()),
+        None => {
+            let (c, uri) = connect_any(&def.dest_uris, &conn_name, local).await?;
+            (Dest::Amqp(c), uri)
+        }
+    };
     let queue = match &def.source {
         Source::Queue {
             name,
@@ -161,8 +177,8 @@ pub async fn start(
             q
         }
     };
-    if let Some(q) = &def.dest_queue {
-        ensure_queue(&mut dst, q, &def.dest_queue_args, def.dest_predeclared)
+    if let (Some(q), Dest::Amqp(dst)) = (&def.dest_queue, &mut dst) {
+        ensure_queue(dst, q, &def.dest_queue_args, def.dest_predeclared)
             .await
             .map_err(|e| format!("destination queue '{q}': {e}"))?;
     }
@@ -175,7 +191,9 @@ pub async fn start(
     };
     if remaining == Some(0) {
         src.close("shovel finished").await;
-        dst.close("shovel finished").await;
+        if let Dest::Amqp(dst) = dst {
+            dst.close("shovel finished").await;
+        }
         return Ok(Setup::NothingToMove);
     }
     if def.ack_mode != AckMode::NoAck {
@@ -185,7 +203,7 @@ pub async fn start(
         });
         src.call(1, AMQPClass::Basic(qos)).await.map_err(text)?;
     }
-    if def.ack_mode == AckMode::OnConfirm {
+    if let (AckMode::OnConfirm, Dest::Amqp(dst)) = (def.ack_mode, &mut dst) {
         let select = confirm::AMQPMethod::Select(confirm::Select { nowait: false });
         dst.call(1, AMQPClass::Confirm(select))
             .await

@@ -6,8 +6,9 @@
 
 use super::definition::{ShovelDef, Source};
 use super::props::Rewrite;
-use super::session::{self, Session, Setup};
+use super::session::{self, Dest, Session, Setup};
 use super::status::{State, Status};
+use super::webhook;
 use crate::broker::Broker;
 use crate::client::local::LocalNode;
 use crate::client::relay::{self, Ended};
@@ -95,7 +96,9 @@ impl Ctx {
 /// Closes a run's connections: the destination first (what it confirmed is settled), then
 /// the source (which requeues what is still unsettled).
 async fn close(s: Session, text: &str) {
-    s.dst.close(text).await;
+    if let Dest::Amqp(dst) = s.dst {
+        dst.close(text).await;
+    }
     s.src.close(text).await;
 }
 
@@ -130,7 +133,15 @@ pub async fn run(ctx: Arc<Ctx>, mut stop: watch::Receiver<bool>) {
                     ..
                 } = &mut *s;
                 let counters = &ctx.status.counters;
-                let r = relay::run(src, dst, *remaining, &mut rewrite, counters, &mut stop).await;
+                let r = match dst {
+                    Dest::Amqp(dst) => {
+                        relay::run(src, dst, *remaining, &mut rewrite, counters, &mut stop).await
+                    }
+                    Dest::Webhook(hook) => {
+                        let (name, ack) = (&ctx.name, ctx.def.ack_mode);
+                        webhook::run(src, hook, name, ack, *remaining, counters, &mut stop).await
+                    }
+                };
                 counters.pending.store(0, Ordering::Relaxed);
                 if r.is_ok() {
                     close(*s, "shovel stopped").await;
