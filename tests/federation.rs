@@ -413,20 +413,10 @@ async fn exchanges_federated_from_each_other_pass_a_message_once_each_way() {
     assert_eq!(at_b, ["from a", "from b"]);
 }
 
-/// Messages in queue `q` of `n` (passive declare).
+/// Messages in queue `q` of `n` (a passive declare on a connection of its own).
 async fn queue_depth(n: &Node, q: &str) -> u32 {
     let (_c, ch) = n.channel().await;
-    within(ch.queue_declare(
-        q.into(),
-        QueueDeclareOptions {
-            passive: true,
-            ..Default::default()
-        },
-        FieldTable::default(),
-    ))
-    .await
-    .expect("passive declare")
-    .message_count()
+    ready(&ch, q).await
 }
 
 /// A queue link from `up` to `down` for queue `q`: messages move only while `down`'s queue
@@ -635,44 +625,33 @@ async fn upstreams_sets_and_policies_are_validated_with_rabbitmqs_texts() {
     )
     .await;
     assert_eq!(r.status, 201, "{}", r.body);
-    let r = put(
-        "/api/policies/%2F/p",
-        json!({"pattern": ".*", "definition": {"federation-upstream": 5}}),
-    )
-    .await;
-    assert_eq!(
-        r.json()["reason"],
-        "Validation failed\n\n5 is not a valid federation upstream name\n"
-    );
-    let r = put(
-        "/api/policies/%2F/p",
-        json!({"pattern": ".*", "definition": {"federation-upstream": "a", "federation-upstream-set": "all"}}),
-    )
-    .await;
-    assert_eq!(
-        r.json()["reason"],
-        "Validation failed\n\ncannot specify federation-upstream, federation-upstream-set or \
-         federation-upstream-pattern together\n"
-    );
-    let r = put(
-        "/api/policies/%2F/p",
-        json!({"pattern": ".*", "definition": {"federation-upstream-pattern": 5}}),
-    )
-    .await;
-    assert_eq!(
-        r.json()["reason"],
-        "Validation failed\n\n5 is not a valid federation upstream pattern name\n"
-    );
-    let r = put(
-        "/api/policies/%2F/p",
-        json!({"pattern": ".*", "definition": {"federation-upstream-pattern": "a", "federation-upstream-set": "all"}}),
-    )
-    .await;
-    assert_eq!(
-        r.json()["reason"],
-        "Validation failed\n\ncannot specify federation-upstream, federation-upstream-set or \
-         federation-upstream-pattern together\n"
-    );
+    let together = "cannot specify federation-upstream, federation-upstream-set or \
+                    federation-upstream-pattern together";
+    for (definition, text) in [
+        (
+            json!({"federation-upstream": 5}),
+            "5 is not a valid federation upstream name",
+        ),
+        (
+            json!({"federation-upstream": "a", "federation-upstream-set": "all"}),
+            together,
+        ),
+        (
+            json!({"federation-upstream-pattern": 5}),
+            "5 is not a valid federation upstream pattern name",
+        ),
+        (
+            json!({"federation-upstream-pattern": "a", "federation-upstream-set": "all"}),
+            together,
+        ),
+    ] {
+        let r = put(
+            "/api/policies/%2F/p",
+            json!({"pattern": ".*", "definition": definition}),
+        )
+        .await;
+        assert_eq!(r.json()["reason"], format!("Validation failed\n\n{text}\n"));
+    }
     let r = put(
         "/api/policies/%2F/p",
         json!({"pattern": ".*", "definition": {"federation-upstream-pattern": "("}}),

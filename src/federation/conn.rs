@@ -7,8 +7,9 @@ use super::upstream::Upstream;
 use super::Target;
 use crate::broker::Broker;
 use crate::client::local::LocalNode;
+use crate::client::relay::AckMode;
 use crate::client::{AmqpUri, Client};
-use amq_protocol::protocol::AMQPClass;
+use amq_protocol::protocol::{basic, confirm, AMQPClass};
 use rand::seq::SliceRandom;
 use std::io;
 use std::sync::{Arc, Weak};
@@ -122,4 +123,26 @@ pub fn uri_for(ctx: &Ctx, uri: &AmqpUri) -> Result<AmqpUri, String> {
         .and_then(|b| LocalNode::of(&b))
         .map(|l| l.reach(uri))
         .ok_or_else(|| "this node's AMQP listener is not up".to_owned())
+}
+
+/// basic.qos with the upstream's prefetch on channel 1 upstream (unless `no-ack`), and
+/// confirm.select on channel 1 of this node's connection (with `on-confirm`).
+pub async fn flow_control(up: &mut Client, down: &mut Client, u: &Upstream) -> Result<(), String> {
+    let fail = |what: &str, e: io::Error| format!("{what}: {e}");
+    if u.ack_mode != AckMode::NoAck {
+        let qos = basic::AMQPMethod::Qos(basic::Qos {
+            prefetch_count: u.prefetch,
+            global: false,
+        });
+        up.call(1, AMQPClass::Basic(qos))
+            .await
+            .map_err(|e| fail("basic.qos", e))?;
+    }
+    if u.ack_mode == AckMode::OnConfirm {
+        let select = confirm::AMQPMethod::Select(confirm::Select { nowait: false });
+        down.call(1, AMQPClass::Confirm(select))
+            .await
+            .map_err(|e| fail("confirm.select", e))?;
+    }
+    Ok(())
 }

@@ -12,7 +12,7 @@
 //! when the node stops they stay, holding what arrives.
 
 use super::conn::{
-    connect_upstream, connection_name, on_own_channel, short, uri_for, Connected, Ctx,
+    connect_upstream, connection_name, flow_control, on_own_channel, short, uri_for, Connected, Ctx,
 };
 use super::headers::{Stamp, Verdict};
 use crate::amqp::codec;
@@ -20,7 +20,7 @@ use crate::client::local::LocalNode;
 use crate::client::relay::{AckMode, Delivery, Route, Transfer};
 use crate::client::{Client, Closed};
 use crate::exchange::{federation_upstream, Exchange};
-use amq_protocol::protocol::{basic, confirm, exchange, queue, AMQPClass};
+use amq_protocol::protocol::{basic, exchange, queue, AMQPClass};
 use amq_protocol::types::{AMQPValue, FieldTable, LongString};
 use bytes::BytesMut;
 use std::borrow::Cow;
@@ -240,21 +240,7 @@ pub(super) async fn setup(ctx: &Ctx, exchange: &str) -> Result<Connected<Link>, 
         .write_all_buf(&mut out)
         .await
         .map_err(|e| fail("binding upstream", e))?;
-    if u.ack_mode != AckMode::NoAck {
-        let qos = basic::AMQPMethod::Qos(basic::Qos {
-            prefetch_count: u.prefetch,
-            global: false,
-        });
-        up.call(1, AMQPClass::Basic(qos))
-            .await
-            .map_err(|e| fail("basic.qos", e))?;
-    }
-    if u.ack_mode == AckMode::OnConfirm {
-        let select = confirm::AMQPMethod::Select(confirm::Select { nowait: false });
-        down.call(1, AMQPClass::Confirm(select))
-            .await
-            .map_err(|e| fail("confirm.select", e))?;
-    }
+    flow_control(&mut up, &mut down, u).await?;
     let consume = basic::AMQPMethod::Consume(basic::Consume {
         queue: short(&queue),
         consumer_tag: "".into(),

@@ -7,14 +7,16 @@
 //! sampled every 100 ms; the relay is woken to consume (`nowait`) or cancel when it changes.
 //! Nothing is deleted upstream when the link goes.
 
-use super::conn::{connect_upstream, connection_name, on_own_channel, short, Connected, Ctx};
+use super::conn::{
+    connect_upstream, connection_name, flow_control, on_own_channel, short, Connected, Ctx,
+};
 use super::headers::QueueStamp;
 use crate::amqp::codec;
 use crate::client::local::LocalNode;
 use crate::client::relay::{AckMode, Delivery, Route, Transfer};
 use crate::client::{Client, Closed};
 use crate::queue::QueueWeak;
-use amq_protocol::protocol::{basic, confirm, queue, AMQPClass};
+use amq_protocol::protocol::{basic, queue, AMQPClass};
 use amq_protocol::types::{AMQPValue, FieldTable};
 use bytes::BytesMut;
 use std::borrow::Cow;
@@ -121,21 +123,7 @@ pub(super) async fn setup(ctx: &Ctx, queue: &str) -> Result<Connected<QueueLink>
         }
         Err(e) => return Err(fail("checking the upstream queue", e)),
     }
-    if u.ack_mode != AckMode::NoAck {
-        let qos = basic::AMQPMethod::Qos(basic::Qos {
-            prefetch_count: u.prefetch,
-            global: false,
-        });
-        up.call(1, AMQPClass::Basic(qos))
-            .await
-            .map_err(|e| fail("basic.qos", e))?;
-    }
-    if u.ack_mode == AckMode::OnConfirm {
-        let select = confirm::AMQPMethod::Select(confirm::Select { nowait: false });
-        down.call(1, AMQPClass::Confirm(select))
-            .await
-            .map_err(|e| fail("confirm.select", e))?;
-    }
+    flow_control(&mut up, &mut down, u).await?;
     let want = Arc::new(Want::default());
     let sampler = tokio::spawn(sample(Arc::downgrade(&q), Arc::downgrade(&want)));
     let link = QueueLink {
