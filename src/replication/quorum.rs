@@ -119,6 +119,7 @@ async fn flush(inner: Arc<Inner>) {
             Err(_) => return,
         };
         let (cmds, tokens): (Vec<_>, Vec<_>) = batch.into_iter().unzip();
+        let removed = tracing::enabled!(tracing::Level::DEBUG).then(|| removals(&cmds));
         let broken = inner.pending.lock().map_or(true, |p| p.broken);
         let committed = match inner.node.upgrade() {
             Some(_) if broken => false,
@@ -131,8 +132,18 @@ async fn flush(inner: Arc<Inner>) {
                         GroupCommand::Batch(cmds),
                     )
                     .await;
+                let term = inner.term.load(std::sync::atomic::Ordering::Acquire);
+                if let (Ok(_), Some(removed)) = (&r, &removed) {
+                    tracing::debug!(
+                        node = node.name(),
+                        group = inner.group,
+                        term,
+                        ?removed,
+                        "quorum queue removals committed"
+                    );
+                }
                 if let Err(e) = &r {
-                    tracing::warn!(group = inner.group, error = %e, "a quorum queue write failed; its task starts again from the group");
+                    tracing::warn!(node = node.name(), group = inner.group, term, error = %e, "a quorum queue write failed; its task starts again from the group");
                     if let Ok(mut p) = inner.pending.lock() {
                         p.broken = true;
                     }
@@ -151,6 +162,20 @@ async fn flush(inner: Arc<Inner>) {
     }
 }
 
+/// The keys a batch removes (for the debug log).
+fn removals(cmds: &[GroupCommand]) -> Vec<(u64, u64)> {
+    let mut out = Vec::new();
+    for c in cmds {
+        match c {
+            GroupCommand::Remove(keys) => out.extend(keys.iter().map(|k| (*k, *k))),
+            GroupCommand::RemoveRange(from, to) => out.push((*from, *to)),
+            GroupCommand::Batch(inner) => out.extend(removals(inner)),
+            _ => {}
+        }
+    }
+    out
+}
+
 /// A message as its quorum queue's group holds it: the times it came back unacknowledged
 /// (`x-delivery-count`), and the message.
 #[derive(serde::Serialize, serde::Deserialize)]
@@ -161,6 +186,12 @@ struct Entry {
 
 impl Journal for GroupJournal {
     fn put(&self, seq: u64, msg: Arc<Message>, token: Option<ConfirmToken>) {
+        if tracing::enabled!(tracing::Level::TRACE) {
+            let body =
+                String::from_utf8_lossy(&msg.body()[..msg.body().len().min(40)]).into_owned();
+            let term = self.0.term.load(std::sync::atomic::Ordering::Acquire);
+            tracing::trace!(group = self.0.group, term, seq, %body, "put");
+        }
         let entry = Entry {
             returns: 0,
             message: WireMessage::of(&msg),
@@ -226,6 +257,12 @@ impl Journal for GroupJournal {
             Err(was) => was == term,
         };
         if !tied {
+            tracing::info!(
+                group = self.0.group,
+                term,
+                was = self.0.term.load(Ordering::Acquire),
+                "a quorum queue task of an earlier term is detached"
+            );
             self.detach();
         }
         tied && !self.broken()
@@ -438,7 +475,14 @@ async fn take_over(b: Arc<Broker>, group: u64) -> bool {
                 return false;
             }
         };
-        tracing::info!(queue = %name, vhost = %vhost, messages = from.messages.len(), "this node leads the quorum queue now");
+        tracing::info!(node = node.name(), group, term, queue = %name, vhost = %vhost, messages = from.messages.len(), delivered = ?from.delivered, first = ?from.messages.first().map(|m| m.0), last = ?from.messages.last().map(|m| m.0), "this node leads the quorum queue now");
+        if tracing::enabled!(tracing::Level::DEBUG) {
+            for (seq, m, returns) in &from.messages {
+                let body =
+                    String::from_utf8_lossy(&m.body()[..m.body().len().min(40)]).into_owned();
+                tracing::debug!(group, term, seq, returns, %body, "loaded");
+            }
+        }
         let journal = GroupJournal::new(group, &node, term);
         install_led(&b, &v, &name, &def, journal, from);
     }

@@ -94,12 +94,14 @@ pub fn spawn(s: &Spec) -> tokio::process::Child {
     spawn_with(s, &[])
 }
 
-/// A node started with `env` set besides the usual (a fault to inject).
+/// A node started with `env` set besides the usual (a fault to inject). Its log filter is
+/// `warn`, or `WARREN_NODE_LOG` when set (to trace a fault harness run).
 pub fn spawn_with(s: &Spec, env: &[(&str, &str)]) -> tokio::process::Child {
+    let log = std::env::var("WARREN_NODE_LOG").unwrap_or_else(|_| "warn".into());
     tokio::process::Command::new(env!("CARGO_BIN_EXE_warren"))
         .arg("--config")
         .arg(&s.config)
-        .env("RUST_LOG", "warn")
+        .env("RUST_LOG", log)
         .envs(env.iter().copied())
         .kill_on_drop(true)
         .spawn()
