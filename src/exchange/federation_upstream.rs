@@ -23,11 +23,7 @@ const DOWNSTREAM_VHOST_ARG: &str = "x-downstream-vhost";
 
 /// A string field of a table (long or short string).
 pub fn text(t: &FieldTable, key: &str) -> Option<String> {
-    match t.inner().get(key)? {
-        AMQPValue::LongString(s) => Some(String::from_utf8_lossy(s.as_bytes()).into_owned()),
-        AMQPValue::ShortString(s) => Some(s.to_string()),
-        _ => None,
-    }
+    t.inner().get(key).and_then(crate::args::text)
 }
 
 /// An array field of a table.

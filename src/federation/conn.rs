@@ -30,6 +30,16 @@ pub struct Ctx {
     pub broker: Weak<Broker>,
 }
 
+impl Ctx {
+    /// The exchange or queue on the upstream that the link reads.
+    pub fn upstream_target(&self) -> &str {
+        match self.target {
+            Target::Exchange(_) => &self.upstream.exchange,
+            Target::Queue(_) => &self.upstream.queue,
+        }
+    }
+}
+
 /// A short string field, cut to fit.
 pub fn short(s: &str) -> amq_protocol::types::ShortString {
     crate::shortstr::truncated(s).into()

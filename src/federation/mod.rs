@@ -193,10 +193,11 @@ impl Federation {
                 let ctx = &e.value().ctx;
                 let mut id = Map::new();
                 id.insert("node".into(), json!(node));
-                let (kind, upstream_name) = match target {
-                    Target::Exchange(_) => ("exchange", &ctx.upstream.exchange),
-                    Target::Queue(_) => ("queue", &ctx.upstream.queue),
+                let kind = match target {
+                    Target::Exchange(_) => "exchange",
+                    Target::Queue(_) => "queue",
                 };
+                let upstream_name = ctx.upstream_target();
                 id.insert(kind.into(), json!(target.name()));
                 id.insert(format!("upstream_{kind}"), json!(upstream_name));
                 id.insert("type".into(), json!(kind));
@@ -218,10 +219,7 @@ impl Federation {
     fn restart(&self, vhost: &str, id: &str) -> bool {
         let found = self.links.iter().find_map(|e| {
             let key = e.key();
-            let upstream_name = match &key.1 {
-                Target::Exchange(_) => &e.value().ctx.upstream.exchange,
-                Target::Queue(_) => &e.value().ctx.upstream.queue,
-            };
+            let upstream_name = e.value().ctx.upstream_target();
             (key.0 == vhost && link_id(key, upstream_name) == id).then(|| key.clone())
         });
         let Some(key) = found else { return false };

@@ -12,6 +12,7 @@ use crate::amqp::codec;
 use crate::client::consume::{drain, due, fill, silent, Assembler, Incoming};
 use crate::client::relay::AckMode;
 use crate::client::relay::{Counters, Ended};
+use crate::client::uri::percent_decode;
 use crate::client::Client;
 use amq_protocol::protocol::basic::{parse_properties, AMQPProperties};
 use amq_protocol::types::AMQPValue;
@@ -44,31 +45,6 @@ pub struct Webhook {
     authorization: Option<String>,
     /// The URI without credentials.
     pub shown: String,
-}
-
-fn percent_decoded(s: &str) -> String {
-    let bytes = s.as_bytes();
-    let mut out = Vec::with_capacity(bytes.len());
-    let mut i = 0;
-    while i < bytes.len() {
-        let hex = |b: u8| (b as char).to_digit(16);
-        match (
-            bytes[i],
-            bytes.get(i + 1).copied(),
-            bytes.get(i + 2).copied(),
-        ) {
-            (b'%', Some(h), Some(l)) if hex(h).is_some() && hex(l).is_some() => {
-                let v = hex(h).unwrap_or(0) * 16 + hex(l).unwrap_or(0);
-                out.push(u8::try_from(v).unwrap_or(b'?'));
-                i += 3;
-            }
-            (b, _, _) => {
-                out.push(b);
-                i += 1;
-            }
-        }
-    }
-    String::from_utf8_lossy(&out).into_owned()
 }
 
 impl Webhook {
@@ -115,14 +91,17 @@ impl Webhook {
             p if p.starts_with('?') => format!("/{p}"),
             p => p.to_owned(),
         };
-        let authorization = userinfo.map(|u| {
-            let (user, pass) = u.split_once(':').unwrap_or((u, ""));
-            let pair = format!("{}:{}", percent_decoded(user), percent_decoded(pass));
-            format!(
-                "Basic {}",
-                base64::engine::general_purpose::STANDARD.encode(pair)
-            )
-        });
+        let authorization = match userinfo {
+            Some(u) => {
+                let (user, pass) = u.split_once(':').unwrap_or((u, ""));
+                let user = percent_decode(user).ok_or_else(bad)?;
+                let pass = percent_decode(pass).ok_or_else(bad)?;
+                let pair = format!("{user}:{pass}");
+                let encoded = base64::engine::general_purpose::STANDARD.encode(pair);
+                Some(format!("Basic {encoded}"))
+            }
+            None => None,
+        };
         let scheme = if https { "https" } else { "http" };
         let shown_host = if host.contains(':') {
             format!("[{host}]")
@@ -209,9 +188,10 @@ where
 
 /// A header value as text (strings as they are, numbers in decimal).
 fn header_text(v: &AMQPValue) -> String {
+    if let Some(s) = crate::args::text(v) {
+        return s;
+    }
     match v {
-        AMQPValue::LongString(s) => String::from_utf8_lossy(s.as_bytes()).into_owned(),
-        AMQPValue::ShortString(s) => s.to_string(),
         AMQPValue::Boolean(b) => b.to_string(),
         AMQPValue::ShortShortInt(n) => n.to_string(),
         AMQPValue::ShortShortUInt(n) => n.to_string(),
