@@ -21,6 +21,9 @@ use std::time::Duration;
 struct Ledger {
     confirmed: BTreeSet<u64>,
     acked: BTreeSet<u64>,
+    /// One past the highest id handed to the client: an unconfirmed publish may still have
+    /// reached the log, so the next cycle's ids start above it.
+    sent: u64,
 }
 
 async fn publisher(url: String, queue: &'static str, first: u64, ledger: Arc<Mutex<Ledger>>) {
@@ -37,6 +40,7 @@ async fn publisher(url: String, queue: &'static str, first: u64, ledger: Arc<Mut
     loop {
         let mut window = Vec::new();
         for _ in 0..32 {
+            ledger.lock().expect("ledger").sent = id + 1;
             let props = BasicProperties::default().with_delivery_mode(2);
             match ch
                 .basic_publish(
@@ -143,7 +147,7 @@ async fn confirmed_messages_survive_sigkill() {
         p.abort();
         c.abort();
         let ledger = std::mem::take(&mut *ledger.lock().expect("ledger"));
-        next_id = ledger.confirmed.last().map_or(next_id, |l| l + 1000);
+        next_id = next_id.max(ledger.sent);
 
         let mut run = common::spawn_binary(dir.path()).await;
         let conn = within(Connection::connect(
@@ -217,7 +221,7 @@ async fn confirmed_stream_messages_survive_sigkill() {
         let _ = run.child.wait().await;
         p.abort();
         let ledger = std::mem::take(&mut *ledger.lock().expect("ledger"));
-        next_id = ledger.confirmed.last().map_or(next_id, |l| l + 1000);
+        next_id = next_id.max(ledger.sent);
         confirmed.extend(ledger.confirmed);
     }
     // Read the whole log back after the last kill.
@@ -266,7 +270,12 @@ async fn confirmed_stream_messages_survive_sigkill() {
         missing.len(),
         &missing[..missing.len().min(10)]
     );
-    assert!(read.windows(2).all(|w| w[0] < w[1]), "publish order broken");
+    let broken = read.windows(2).position(|w| w[0] >= w[1]);
+    assert!(
+        broken.is_none(),
+        "publish order broken at position {broken:?}: {:?}",
+        broken.map(|i| &read[i.saturating_sub(3)..(i + 4).min(read.len())])
+    );
     let expected: Vec<i64> = (0..read.len() as i64).collect();
     assert_eq!(offsets, expected, "offsets are not consecutive from 0");
     println!(
