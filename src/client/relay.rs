@@ -2,8 +2,9 @@
 //! federation link): one task reads both, assembles each delivery consumed on channel 1 of
 //! the source, asks its [`Transfer`] where it goes, publishes it on channel 1 of the
 //! destination and settles it at the source by the ack mode (after the destination's
-//! confirm, after the publish, or never). What one wake-up produces for a socket goes out in
-//! one write. A destination that blocks (`connection.blocked`) stops the reading of the
+//! confirm, after the publish, or never). Confirms are settled at the source in delivery
+//! order, each run of acks (or of nacks) that one read of the destination completes as one
+//! `multiple` method. What one wake-up produces for a socket goes out in one write. A destination that blocks (`connection.blocked`) stops the reading of the
 //! source; unsettled deliveries bound what is in flight to the prefetch. Heartbeats are sent
 //! and watched on both connections.
 
@@ -110,8 +111,8 @@ struct Pump<'a, T: Transfer> {
     ack_mode: AckMode,
     counters: &'a Counters,
     incoming: Assembler,
-    /// (destination publish sequence number, source delivery tag), in order.
-    unconfirmed: VecDeque<(u64, u64)>,
+    /// The publishes not yet settled at the source, in order.
+    unconfirmed: VecDeque<Unsettled>,
     next_seq: u64,
     /// Messages still to publish (None: no limit).
     to_publish: Option<u64>,
@@ -121,6 +122,16 @@ struct Pump<'a, T: Transfer> {
     dst_out: BytesMut,
     blocked: bool,
     dst_frame_max: u32,
+}
+
+/// A publish to the destination not yet settled at the source.
+struct Unsettled {
+    /// Its publish sequence number at the destination.
+    seq: u64,
+    /// Its delivery tag at the source.
+    src_tag: u64,
+    /// The destination's answer: Some(true) confirmed, Some(false) refused, None not yet.
+    answer: Option<bool>,
 }
 
 fn settle(out: &mut BytesMut, tag: u64, multiple: bool, ack: bool) {
@@ -176,7 +187,11 @@ impl<T: Transfer> Pump<'_, T> {
         match self.ack_mode {
             AckMode::OnConfirm => {
                 self.next_seq += 1;
-                self.unconfirmed.push_back((self.next_seq, m.tag));
+                self.unconfirmed.push_back(Unsettled {
+                    seq: self.next_seq,
+                    src_tag: m.tag,
+                    answer: None,
+                });
             }
             AckMode::OnPublish => {
                 settle(&mut self.src_out, m.tag, false, true);
@@ -216,27 +231,41 @@ impl<T: Transfer> Pump<'_, T> {
             return Ok(());
         }
         if multiple {
-            let mut last = None;
-            let mut n = 0;
-            while let Some(&(seq, src_tag)) = self.unconfirmed.front() {
-                if seq > tag {
+            for u in self.unconfirmed.iter_mut() {
+                if u.seq > tag {
                     break;
                 }
-                self.unconfirmed.pop_front();
-                last = Some(src_tag);
-                n += 1;
+                u.answer.get_or_insert(ack);
             }
-            if let Some(src_tag) = last {
-                settle(&mut self.src_out, src_tag, true, ack);
-                self.count_settled(n);
-            }
-        } else if let Some(i) = self.unconfirmed.iter().position(|&(seq, _)| seq == tag) {
-            if let Some((_, src_tag)) = self.unconfirmed.remove(i) {
-                settle(&mut self.src_out, src_tag, false, ack);
-                self.count_settled(1);
+        } else if let Ok(i) = self.unconfirmed.binary_search_by_key(&tag, |u| u.seq) {
+            if let Some(u) = self.unconfirmed.get_mut(i) {
+                u.answer.get_or_insert(ack);
             }
         }
         Ok(())
+    }
+
+    /// Settles at the source the answered publishes at the head of the queue: each run of
+    /// one answer as one method (`multiple` when it covers more than one delivery; every
+    /// earlier tag is settled already, so it settles exactly the run).
+    fn settle_answered(&mut self) {
+        while let Some(first) = self.unconfirmed.front() {
+            let Some(ack) = first.answer else {
+                return;
+            };
+            let mut last = first.src_tag;
+            let mut n = 0;
+            while let Some(u) = self.unconfirmed.front() {
+                if u.answer != Some(ack) {
+                    break;
+                }
+                last = u.src_tag;
+                n += 1;
+                self.unconfirmed.pop_front();
+            }
+            settle(&mut self.src_out, last, n > 1, ack);
+            self.count_settled(n);
+        }
     }
 }
 
@@ -317,6 +346,7 @@ pub async fn run<T: Transfer>(
                 r.map_err(|e| failed("destination", e))?;
                 dst_read = Instant::now();
                 drain(dst, "destination", |f| p.on_destination(f)).await?;
+                p.settle_answered();
             }
             _ = tick.tick() => p.transfer.tick(&mut p.src_out),
             _ = woken(&wake) => p.transfer.tick(&mut p.src_out),
@@ -330,5 +360,102 @@ async fn woken(wake: &Option<Arc<Notify>>) {
     match wake {
         Some(n) => n.notified().await,
         None => std::future::pending().await,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    struct Nowhere;
+
+    impl Transfer for Nowhere {
+        fn ack_mode(&self) -> AckMode {
+            AckMode::OnConfirm
+        }
+        fn destination<'a>(&'a self, _d: &Delivery<'a>) -> Route<'a> {
+            Route::Drop
+        }
+    }
+
+    /// The (ack, tag, multiple) of every settle method in `out`.
+    fn settled(out: &mut BytesMut) -> Vec<(bool, u64, bool)> {
+        let mut got = Vec::new();
+        while let Ok(Some(Frame::Method(_, m))) = codec::decode(out, 0) {
+            match *m {
+                AMQPClass::Basic(basic::AMQPMethod::Ack(a)) => {
+                    got.push((true, a.delivery_tag, a.multiple));
+                }
+                AMQPClass::Basic(basic::AMQPMethod::Nack(n)) => {
+                    assert!(n.requeue, "a refused message goes back to its queue");
+                    got.push((false, n.delivery_tag, n.multiple));
+                }
+                other => panic!("unexpected {other:?}"),
+            }
+        }
+        got
+    }
+
+    /// Feeds the destination's confirms (ack, seq, multiple) and settles what they answer.
+    fn confirm(p: &mut Pump<'_, Nowhere>, confirms: &[(bool, u64, bool)]) {
+        let mut wire = BytesMut::new();
+        for &(ack, seq, multiple) in confirms {
+            codec::encode_confirm(&mut wire, 1, ack, seq, multiple);
+        }
+        while let Ok(Some(f)) = codec::decode(&mut wire, 0) {
+            p.on_destination(f).expect("a confirm");
+        }
+        p.settle_answered();
+    }
+
+    #[test]
+    fn confirms_settle_the_source_in_order_one_method_per_run() {
+        let (mut t, counters) = (Nowhere, Counters::default());
+        let mut p = Pump {
+            ack_mode: AckMode::OnConfirm,
+            transfer: &mut t,
+            counters: &counters,
+            incoming: Assembler::default(),
+            unconfirmed: VecDeque::new(),
+            next_seq: 0,
+            to_publish: None,
+            to_settle: Some(9),
+            src_out: BytesMut::new(),
+            dst_out: BytesMut::new(),
+            blocked: false,
+            dst_frame_max: 0,
+        };
+        // Source tags 11..=19 published as destination sequence numbers 1..=9.
+        for seq in 1..=9 {
+            p.unconfirmed.push_back(Unsettled {
+                seq,
+                src_tag: seq + 10,
+                answer: None,
+            });
+        }
+        // Single confirms of 1, 2, 3: one multiple ack up to the third tag.
+        confirm(
+            &mut p,
+            &[(true, 1, false), (true, 2, false), (true, 3, false)],
+        );
+        assert_eq!(settled(&mut p.src_out), [(true, 13, true)]);
+        // 5 answered before 4: nothing settles until 4 is answered.
+        confirm(&mut p, &[(true, 5, false)]);
+        assert_eq!(settled(&mut p.src_out), []);
+        // 4 completes the run 4..=5.
+        confirm(&mut p, &[(true, 4, false)]);
+        assert_eq!(settled(&mut p.src_out), [(true, 15, true)]);
+        // A nack between acks breaks the run, a lone answer settles without `multiple`,
+        // and a multiple nack leaves earlier answers as they were.
+        confirm(
+            &mut p,
+            &[(false, 6, false), (true, 7, false), (false, 9, true)],
+        );
+        assert_eq!(
+            settled(&mut p.src_out),
+            [(false, 16, false), (true, 17, false), (false, 19, true)]
+        );
+        assert!(p.unconfirmed.is_empty());
+        assert!(p.done(), "every settled message is counted");
     }
 }
