@@ -4,9 +4,10 @@
 //! destination and settles it at the source by the ack mode (after the destination's
 //! confirm, after the publish, or never). Confirms are settled at the source in delivery
 //! order, each run of acks (or of nacks) that one read of the destination completes as one
-//! `multiple` method. What one wake-up produces for a socket goes out in one write. A destination that blocks (`connection.blocked`) stops the reading of the
-//! source; unsettled deliveries bound what is in flight to the prefetch. Heartbeats are sent
-//! and watched on both connections.
+//! `multiple` method. What one wake-up produces for a socket goes out in one write. A
+//! destination that blocks (`connection.blocked`) stops the reading of the source; unsettled
+//! deliveries bound what is in flight to the prefetch. Heartbeats are sent and watched on
+//! both connections.
 
 use super::consume::{drain, due, failed, fill, silent, Assembler, Incoming};
 use super::Client;
