@@ -186,3 +186,140 @@ async fn acks_the_leader_no_longer_holds_are_refused_at_close_and_the_messages_c
     assert_eq!(passive(&b, "qa").await, Ok(0));
     assert_eq!(counts(specs[0].http, "qa").await, (0, 0));
 }
+
+/// The nodes of the deposed-leader test, apart from the ones above (tests run in parallel).
+const DEPOSED: [(&str, &str); 3] = [
+    ("warren-a@127.0.0.11", "127.0.0.11"),
+    ("warren-b@127.0.0.12", "127.0.0.12"),
+    ("warren-c@127.0.0.13", "127.0.0.13"),
+];
+
+/// The leader of queue `name` as node `at`'s management API has it.
+async fn leader(at: std::net::SocketAddr, name: &str) -> String {
+    let g = Some(("guest", "guest"));
+    let r = common::http::request(at, "GET", &format!("/api/queues/%2F/{name}"), g, None).await;
+    r.json()["leader"].as_str().unwrap_or("").to_string()
+}
+
+/// The next delivery of `consumer` within `wait`, as (body, redelivered), or None.
+async fn next_within(consumer: &mut lapin::Consumer, wait: Duration) -> Option<(String, bool)> {
+    let d = tokio::time::timeout(wait, consumer.next()).await.ok()??;
+    let d = d.expect("delivery");
+    Some((
+        String::from_utf8(d.data.clone()).expect("utf-8"),
+        d.redelivered,
+    ))
+}
+
+/// A leader cut off from the others does not know it was deposed until a write of its fails,
+/// and handing out a message it had handed out before (under its delivered mark) writes
+/// nothing: it must still not hand out what the new leader has had acknowledged since. Its
+/// node's consumer gets nothing while the cut lasts, nor after it heals (the queue is empty
+/// by then), and then gets what is published next, once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_leader_cut_off_hands_out_nothing_the_new_leader_had_acked() {
+    prepare();
+    let specs = specs_apart(&DEPOSED);
+    let _children: Vec<_> = specs.iter().map(spawn).collect();
+    let all_up: Vec<(&str, bool)> = DEPOSED.iter().map(|(n, _)| (*n, true)).collect();
+    for s in &specs {
+        eventually_nodes(s.http, &all_up, &format!("{} sees the cluster", s.name)).await;
+    }
+    let a = within(amqp(specs[0].amqp, "%2F")).await.expect("a");
+    let b = within(amqp(specs[1].amqp, "%2F")).await.expect("b");
+    within(
+        channel(&a)
+            .await
+            .queue_declare("qd".into(), durable(), quorum()),
+    )
+    .await
+    .expect("declare on a");
+    publish_confirmed(&a, "", "qd", "m", 10).await;
+    // One message taken and acked on a: the leader's delivered mark now covers the rest.
+    let first = channel(&a).await;
+    let got = within(first.basic_get(
+        "qd".into(),
+        lapin::options::BasicGetOptions { no_ack: false },
+    ))
+    .await
+    .expect("get")
+    .expect("a message");
+    assert_eq!(got.delivery.data, b"m-0");
+    within(got.delivery.ack(BasicAckOptions::default()))
+        .await
+        .expect("ack");
+    within(first.close(200, "done".into()))
+        .await
+        .expect("close-ok");
+
+    // a cut off; another member leads, and the nine are taken and acked through b.
+    let mut cut = Cut::off(DEPOSED[0].1);
+    let start = Instant::now();
+    while leader(specs[1].http, "qd").await == DEPOSED[0].0 {
+        assert!(
+            start.elapsed() < Duration::from_secs(20),
+            "no other member took the queue over"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let taker = channel(&b).await;
+    let mut taken = Vec::new();
+    while taken.len() < 9 {
+        let m = within(taker.basic_get(
+            "qd".into(),
+            lapin::options::BasicGetOptions { no_ack: false },
+        ))
+        .await
+        .expect("get on b");
+        match m {
+            Some(m) => {
+                taken.push(String::from_utf8(m.delivery.data.clone()).expect("utf-8"));
+                within(m.delivery.ack(BasicAckOptions::default()))
+                    .await
+                    .expect("ack on b");
+            }
+            None => {
+                assert!(start.elapsed() < Duration::from_secs(30), "took {taken:?}");
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+        }
+    }
+    let want: Vec<String> = (1..10).map(|i| format!("m-{i}")).collect();
+    assert_eq!(taken, want);
+    within(taker.close(200, "done".into()))
+        .await
+        .expect("close-ok: the acks are committed");
+
+    // a's consumer, attached while a is still cut off, gets none of them.
+    let watch = channel(&a).await;
+    let mut consumer = within(watch.basic_consume(
+        "qd".into(),
+        "watcher".into(),
+        BasicConsumeOptions::default(),
+        FieldTable::default(),
+    ))
+    .await
+    .expect("consume on a");
+    let during = next_within(&mut consumer, Duration::from_secs(3)).await;
+    assert_eq!(during, None, "a deposed leader handed out an acked message");
+    cut.heal();
+    for s in &specs {
+        eventually_nodes(
+            s.http,
+            &all_up,
+            &format!("{} sees the cluster again", s.name),
+        )
+        .await;
+    }
+    let after = next_within(&mut consumer, Duration::from_secs(3)).await;
+    assert_eq!(after, None, "an acked message came back after the heal");
+
+    // The consumer is attached all the same: what is published now reaches it, once.
+    publish_confirmed(&b, "", "qd", "late", 1).await;
+    let late = next_within(&mut consumer, Duration::from_secs(10)).await;
+    assert_eq!(late, Some(("late-0".to_string(), false)));
+    assert_eq!(
+        next_within(&mut consumer, Duration::from_secs(1)).await,
+        None
+    );
+}

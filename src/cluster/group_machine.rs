@@ -75,7 +75,7 @@ impl GroupMachine {
         match cmd {
             GroupCommand::Add(value) => {
                 let key = self.next_key;
-                self.next_key += 1;
+                self.next_key = self.next_key.saturating_add(1);
                 ops.push(GroupChange::Put(key, value));
                 reply.added.push(key);
             }

@@ -40,6 +40,13 @@ const START_GRACE: Duration = Duration::from_secs(1);
 /// so it is kept short for a quick failover.
 const ELECTION_TIMEOUT: (Duration, Duration) =
     (Duration::from_millis(300), Duration::from_millis(600));
+/// How long after the start of a write that committed in its term a leader may take it that
+/// no other member leads yet. A member refuses votes for `ELECTION_TIMEOUT.1` after it last
+/// heard from its leader (openraft's lease), and calls no election of its own within that
+/// time ([`Groups::supervise`]); a write commits only once a majority has heard it, so no
+/// other leader can be elected within that time of its start. The margin is for what
+/// the leader does within its lease to reach a client (a delivery on its way to a socket).
+pub const LEADER_LEASE: Duration = Duration::from_millis(400);
 
 /// Told that this node leads `group` (once per term, until it answers true): the core
 /// makes the group's queue served here.
@@ -66,6 +73,10 @@ pub struct Groups {
     settling: Arc<dashmap::DashSet<u64>>,
     /// How long the last write this node led took to commit, per group.
     latency: DashMap<u64, Duration>,
+    /// When this node last heard from each group's leader (an append or a snapshot).
+    heard: DashMap<u64, Instant>,
+    /// When these groups were started (the node's boot): what it heard before is forgotten.
+    booted: Instant,
 }
 
 /// A rank of `id` among a group's members that differs from group to group, so the first to
@@ -114,6 +125,8 @@ impl Groups {
             settled: Default::default(),
             settling: Default::default(),
             latency: DashMap::new(),
+            heard: DashMap::new(),
+            booted: Instant::now(),
         })
     }
 
@@ -463,6 +476,7 @@ impl Groups {
         self.preferred.remove(&group);
         self.settled.remove(&group);
         self.latency.remove(&group);
+        self.heard.remove(&group);
         if let Some((_, raft)) = self.map.remove(&group) {
             let _ = raft.shutdown().await;
         }
@@ -487,6 +501,9 @@ impl Groups {
         let Ok(raft) = self.raft(group) else {
             return GroupResponse::NotMember;
         };
+        if matches!(rpc, GroupRpc::Append(_) | GroupRpc::Snapshot(_)) {
+            self.heard.insert(group, Instant::now());
+        }
         match rpc {
             GroupRpc::Append(r) => GroupResponse::Append(raft.append_entries(r).await),
             GroupRpc::Vote(r) => GroupResponse::Vote(raft.vote(r).await),
@@ -623,6 +640,14 @@ impl Groups {
     ) {
         if !voters.iter().any(|(id, _)| *id == self.me) {
             // No longer a voting member (being removed): it calls no election.
+            return;
+        }
+        // Its own vote would not wait for the lease the others keep (see [`LEADER_LEASE`]):
+        // no election within it of hearing from a leader, nor of booting (what it heard
+        // before is forgotten).
+        let lease = ELECTION_TIMEOUT.1;
+        let heard = self.heard.get(&group).map(|t| *t);
+        if self.booted.elapsed() < lease || heard.is_some_and(|t| t.elapsed() < lease) {
             return;
         }
         let since = *self.leaderless.entry(group).or_insert_with(Instant::now);

@@ -22,12 +22,23 @@ pub trait Journal: Send + Sync + std::fmt::Debug {
     /// Records that the message `seq` (`msg`) has come back unacknowledged `returns` times,
     /// so its `x-delivery-count` and delivery limit hold under a new leader too.
     fn returned(&self, seq: u64, msg: &Arc<Message>, returns: u32);
+    /// Records the highest publish number taken from each recent enqueuer, after the
+    /// messages it counts: a new leader drops copies of them sent again.
+    fn enqueuers(&self, seen: &[(u64, u64)]);
+    /// Completes `token` once everything recorded before it is committed (true), or could
+    /// not be (false): the confirm of a copy of a message taken before.
+    fn confirm(&self, token: ConfirmToken);
     /// Answers `done` once everything recorded before this call is committed (true), or
     /// could not be (false): what a channel's `close-ok` waits for after its acks.
     fn sync(&self, done: tokio::sync::oneshot::Sender<bool>);
     /// Whether a write failed: the task's state may differ from what was committed, so it
     /// is to be started again from the journal.
     fn broken(&self) -> bool;
+    /// Whether the task's leadership is current enough to hand a message out: a write of its
+    /// started less than a lease ago and committed, so no other member can lead yet (a
+    /// leader cut off from the others learns it is deposed only when a write fails, and a
+    /// redelivery writes nothing). False until a write has committed.
+    fn leased(&self) -> bool;
     /// Ties the journal to its group's leadership `term` (when it is not tied to one yet) and
     /// says whether its task may go on leading: false when it is broken, or tied to an
     /// earlier term (another leader may have written since; it is broken from now on, and
@@ -45,4 +56,6 @@ pub struct Journaled {
     pub messages: Vec<(u64, Arc<Message>, u32)>,
     /// The highest sequence number handed to a client.
     pub delivered: Option<u64>,
+    /// The highest publish number taken from each recent enqueuer ([`Journal::enqueuers`]).
+    pub enqueuers: Vec<(u64, u64)>,
 }

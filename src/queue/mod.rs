@@ -184,6 +184,16 @@ pub struct ConsumerSummary {
     pub timeout: u64,
 }
 
+/// Where a publish came from when its sender may send it again: the enqueuer (another
+/// node's handle of a quorum queue) and the publish's number from it, one after another.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct Sent {
+    /// The sending handle, chosen at random when it starts.
+    pub enqueuer: u64,
+    /// The publish's number from it.
+    pub seq: u64,
+}
+
 /// Commands a queue task accepts.
 #[derive(Debug)]
 pub(crate) enum QueueCmd {
@@ -212,6 +222,8 @@ pub(crate) enum QueueCmd {
     Sync(oneshot::Sender<bool>),
     /// A replicated queue's delivered mark was written (committed or not).
     Reserved(u64, bool),
+    /// A publish its sender may send again ([`Sent`]): a replicated queue takes it once.
+    PublishFrom(Arc<Message>, Option<ConfirmToken>, Sent),
     Touch,
     Sample,
     Policy(Arc<crate::args::QueueArgs>),
@@ -276,7 +288,15 @@ impl QueueShared {
         if q.args.stream {
             stream::start(q.clone(), host, rx);
         } else {
-            actor::start(q.clone(), host, rx, Vec::new(), None, Vec::new());
+            actor::start(
+                q.clone(),
+                host,
+                rx,
+                Vec::new(),
+                None,
+                Vec::new(),
+                Vec::new(),
+            );
         }
         q
     }
@@ -324,6 +344,7 @@ impl QueueShared {
             Vec::new(),
             from.delivered,
             from.messages,
+            from.enqueuers,
         );
         q
     }
@@ -396,7 +417,15 @@ impl QueueShared {
         if q.args.stream {
             stream::start(q.clone(), host, rx);
         } else {
-            actor::start(q.clone(), host, rx, r.messages, r.delivered, Vec::new());
+            actor::start(
+                q.clone(),
+                host,
+                rx,
+                r.messages,
+                r.delivered,
+                Vec::new(),
+                Vec::new(),
+            );
         }
         q
     }
@@ -500,6 +529,16 @@ impl QueueShared {
     /// [`QueueShared::publish`] without waiting for a replaced handle: for publishes another
     /// node's handle (or a replaced one here) forwarded to this queue's node.
     pub async fn relay(&self, msg: Arc<Message>, token: Option<ConfirmToken>) -> bool {
+        self.relay_from(msg, token, None).await
+    }
+
+    /// [`QueueShared::relay`] of a publish its sender may send again, numbered by `sent`.
+    pub async fn relay_from(
+        &self,
+        msg: Arc<Message>,
+        token: Option<ConfirmToken>,
+        sent: Option<Sent>,
+    ) -> bool {
         let size = msg.body_len() as u64;
         if size >= LARGE_MESSAGE {
             let f = &self.inflight;
@@ -514,7 +553,10 @@ impl QueueShared {
             }
             f.bytes.fetch_add(size, Ordering::AcqRel);
         }
-        self.send(QueueCmd::Publish(msg, token)).await
+        match sent {
+            Some(sent) => self.send(QueueCmd::PublishFrom(msg, token, sent)).await,
+            None => self.send(QueueCmd::Publish(msg, token)).await,
+        }
     }
 
     /// The task took a published message out of its mailbox.

@@ -106,8 +106,9 @@ pub struct RemoteConsumer {
 /// What a queue's home node is asked on behalf of another node.
 #[derive(Debug, Serialize, Deserialize)]
 pub enum RemoteOp {
-    /// Enqueue these, each with whether its publisher waits for a confirm.
-    Publish(Vec<(WireMessage, bool)>),
+    /// Enqueue these, each with whether its publisher waits for a confirm; numbered from
+    /// `.1` when they may be sent again (to a quorum queue), so copies are dropped.
+    Publish(Vec<(WireMessage, bool)>, Option<super::Sent>),
     /// (ready messages, consumers).
     Stats,
     /// Counters for the management API.
@@ -309,6 +310,10 @@ struct Proxy {
     tasks: super::home_tasks::HomeTasks,
     /// The home task the last ack or drop was sent to, which a sync asks.
     settled_to: Option<u64>,
+    /// This proxy as an enqueuer of a quorum queue, and the number of its next publish:
+    /// a batch sent again carries the numbers it had, so the leader drops what it holds.
+    enqueuer: u64,
+    next_publish: u64,
 }
 
 /// Starts the task of the remote queue `q`.
@@ -319,8 +324,25 @@ pub(super) fn start(q: QueueRef, link: Arc<dyn RemoteLink>, rx: super::actor::Ma
         consumers: HashMap::new(),
         tasks: Default::default(),
         settled_to: None,
+        enqueuer: rand::random(),
+        next_publish: 0,
     };
     tokio::spawn(proxy.run(rx));
+}
+
+/// How long a publish call to a quorum queue's leader runs before its handle is looked at,
+/// and how often then, for a replacement ([`Proxy::publish`]).
+const REPLACED_CHECK: std::time::Duration = std::time::Duration::from_millis(500);
+
+/// Completes once `q` is replaced or deleted (looked at after [`REPLACED_CHECK`], then every
+/// [`REPLACED_CHECK`]).
+async fn replaced(q: &QueueShared) {
+    loop {
+        tokio::time::sleep(REPLACED_CHECK).await;
+        if q.is_deleted() {
+            return;
+        }
+    }
 }
 
 impl Proxy {
@@ -439,15 +461,37 @@ impl Proxy {
         }
     }
 
-    async fn publish(&self, batch: Vec<(Arc<Message>, Option<crate::confirm::ConfirmToken>)>) {
-        let wire = batch
-            .iter()
-            .map(|(m, t)| {
-                self.q.taken(m);
-                (WireMessage::of(m), t.is_some())
-            })
-            .collect();
-        let stored = match self.call(RemoteOp::Publish(wire)).await {
+    async fn publish(&mut self, batch: Vec<(Arc<Message>, Option<crate::confirm::ConfirmToken>)>) {
+        let wire = |batch: &[(Arc<Message>, Option<crate::confirm::ConfirmToken>)]| {
+            batch
+                .iter()
+                .map(|(m, t)| (WireMessage::of(m), t.is_some()))
+                .collect()
+        };
+        for (m, _) in &batch {
+            self.q.taken(m);
+        }
+        let sent = self.q.args.quorum.then_some(super::Sent {
+            enqueuer: self.enqueuer,
+            seq: self.next_publish,
+        });
+        self.next_publish += batch.len() as u64;
+        let call = self.call(RemoteOp::Publish(wire(&batch), sent));
+        let reply = if self.q.args.quorum {
+            // A quorum queue's leader may move while the call waits on its old node (cut
+            // off, the call runs to its timeout): once this handle is replaced, the batch
+            // goes to the new leader at once, so the publishes that wait for this handle
+            // ([`super::handover`]) do not overtake it. One the old leader had committed is
+            // then there twice, as at-least-once allows.
+            tokio::pin!(call);
+            tokio::select! {
+                r = &mut call => r,
+                () = replaced(&self.q) => self.call(RemoteOp::Publish(wire(&batch), sent)).await,
+            }
+        } else {
+            call.await
+        };
+        let stored = match reply {
             Ok(RemoteReply::Published(v)) => v,
             _ => Vec::new(),
         };
@@ -461,7 +505,9 @@ impl Proxy {
     /// Carries out one command; false when the task should end.
     async fn handle(&mut self, cmd: QueueCmd) -> bool {
         match cmd {
-            QueueCmd::Publish(msg, token) => self.publish(vec![(msg, token)]).await,
+            QueueCmd::Publish(msg, token) | QueueCmd::PublishFrom(msg, token, _) => {
+                self.publish(vec![(msg, token)]).await
+            }
             QueueCmd::Consume(spec, reply) => {
                 let prefetch = match (spec.prefetch, spec.limiter.limit()) {
                     (0, l) | (l, 0) => l,

@@ -69,7 +69,7 @@ impl RemoteLink for Link {
         let incarnation = self.incarnation;
         let home = q.home.as_deref().unwrap_or_default().to_owned();
         let (vhost, queue) = (q.vhost.clone(), q.name.clone());
-        let resend = q.args.quorum && matches!(op, RemoteOp::Publish(_));
+        let resend = q.args.quorum && matches!(op, RemoteOp::Publish(..));
         // A replaced proxy still sending what was published through it: its queue's leader
         // moved, so the record is asked first (its old node may be cut off, each call
         // waiting for its timeout).
@@ -390,9 +390,14 @@ impl Forwarder {
         op: RemoteOp,
     ) -> CoreResult<RemoteReply> {
         Ok(match op {
-            RemoteOp::Publish(items) => {
+            RemoteOp::Publish(items, sent) => {
                 let mut waits = Vec::with_capacity(items.len());
-                for (wire, confirm) in items {
+                for (i, (wire, confirm)) in items.into_iter().enumerate() {
+                    // Numbered one after another from the batch's first.
+                    let sent = sent.map(|s| crate::queue::Sent {
+                        seq: s.seq + i as u64,
+                        ..s
+                    });
                     let Some(msg) = wire.message() else {
                         waits.push(Wait::Now(false));
                         continue;
@@ -404,7 +409,7 @@ impl Forwarder {
                         }
                         false => (None, Wait::Now(true)),
                     };
-                    let queued = v.enqueue_routed(&q, Arc::new(msg), token).await;
+                    let queued = q.relay_from(Arc::new(msg), token, sent).await;
                     waits.push(if queued { wait } else { Wait::Now(false) });
                 }
                 let mut stored = Vec::with_capacity(waits.len());

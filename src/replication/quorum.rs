@@ -19,6 +19,7 @@ use super::{forward, unavailable, VHOSTS};
 use crate::broker::Broker;
 use crate::cluster::codec;
 use crate::cluster::group_types::GroupCommand;
+use crate::cluster::groups::LEADER_LEASE;
 use crate::cluster::MetaNode;
 use crate::confirm::ConfirmToken;
 use crate::error::CoreResult;
@@ -31,6 +32,8 @@ use tokio::sync::oneshot;
 
 /// The group key of a queue's delivered mark (messages are at `seq + 1`).
 const MARK: u64 = 0;
+/// The group key of the publishes the queue took from each recent enqueuer.
+const ENQUEUERS: u64 = u64::MAX;
 /// Commands one group entry carries at most.
 const MOST: usize = 1024;
 /// Members of a new quorum queue's group unless `x-quorum-initial-group-size` says.
@@ -47,7 +50,17 @@ struct Inner {
     /// The group's leadership term the task writing here was started for (0: not tied yet,
     /// a queue just declared).
     term: std::sync::atomic::AtomicU64,
+    /// Until when (microseconds on [`micros`]'s clock) no other member can lead the group:
+    /// the start of the last write that committed, plus [`LEADER_LEASE`].
+    lease_until: std::sync::atomic::AtomicU64,
     pending: Mutex<Pending>,
+}
+
+/// Microseconds since the first call (tokio's clock, as openraft's lease runs on).
+fn micros() -> u64 {
+    static BASE: std::sync::OnceLock<tokio::time::Instant> = std::sync::OnceLock::new();
+    let base = *BASE.get_or_init(tokio::time::Instant::now);
+    u64::try_from(base.elapsed().as_micros()).unwrap_or(u64::MAX)
 }
 
 #[derive(Default)]
@@ -74,6 +87,7 @@ impl GroupJournal {
             group,
             node: Arc::downgrade(node),
             term: term.into(),
+            lease_until: 0.into(),
             pending: Mutex::new(Pending::default()),
         }))
     }
@@ -124,6 +138,7 @@ async fn flush(inner: Arc<Inner>) {
         let committed = match inner.node.upgrade() {
             Some(_) if broken => false,
             Some(node) => {
+                let started = micros();
                 let r = node
                     .groups()
                     .write_here(
@@ -133,6 +148,12 @@ async fn flush(inner: Arc<Inner>) {
                     )
                     .await;
                 let term = inner.term.load(std::sync::atomic::Ordering::Acquire);
+                if r.is_ok() {
+                    let until = started.saturating_add(LEADER_LEASE.as_micros() as u64);
+                    inner
+                        .lease_until
+                        .fetch_max(until, std::sync::atomic::Ordering::AcqRel);
+                }
                 if let (Ok(_), Some(removed)) = (&r, &removed) {
                     tracing::debug!(
                         node = node.name(),
@@ -246,6 +267,14 @@ impl Journal for GroupJournal {
         self.0.pending.lock().map_or(true, |p| p.broken)
     }
 
+    fn leased(&self) -> bool {
+        micros()
+            < self
+                .0
+                .lease_until
+                .load(std::sync::atomic::Ordering::Acquire)
+    }
+
     fn lead(&self, term: u64) -> bool {
         use std::sync::atomic::Ordering;
         let tied = match self
@@ -268,6 +297,17 @@ impl Journal for GroupJournal {
         tied && !self.broken()
     }
 
+    fn enqueuers(&self, seen: &[(u64, u64)]) {
+        if let Ok(bytes) = codec::encode(&seen) {
+            self.push(GroupCommand::Set(ENQUEUERS, bytes), None);
+        }
+    }
+
+    fn confirm(&self, token: ConfirmToken) {
+        // Committed with the entry that carries it: after what was recorded before.
+        self.push(GroupCommand::Batch(Vec::new()), Some(token));
+    }
+
     fn returned(&self, seq: u64, msg: &Arc<Message>, returns: u32) {
         let entry = Entry {
             returns,
@@ -285,6 +325,10 @@ async fn load(node: &MetaNode, group: u64) -> Result<Journaled, crate::cluster::
     for (key, bytes) in node.groups().values(group).await? {
         if key == MARK {
             out.delivered = codec::decode(&bytes).ok();
+            continue;
+        }
+        if key == ENQUEUERS {
+            out.enqueuers = codec::decode(&bytes).unwrap_or_default();
             continue;
         }
         let entry = codec::decode::<Entry>(&bytes)

@@ -13,6 +13,8 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
 mod exchanges;
+#[cfg(test)]
+mod journaled_tests;
 mod limits;
 pub mod policies;
 pub mod publish;

@@ -184,18 +184,6 @@ impl VHost {
         Routed::Queues(reached)
     }
 
-    /// Enqueues in `q`, a queue here, a copy that another node routed to it (a publish there
-    /// to a queue whose home is this node); the token completes once it is stored. False
-    /// when the queue is gone.
-    pub async fn enqueue_routed(
-        &self,
-        q: &QueueRef,
-        msg: Arc<Message>,
-        token: Option<ConfirmToken>,
-    ) -> bool {
-        q.relay(msg, token).await
-    }
-
     /// The queue the default exchange routes `routing_key` to, from the one-entry cache when it
     /// is still current.
     fn default_queue(&self, cache: &mut Option<QueueRef>, routing_key: &str) -> Option<QueueRef> {

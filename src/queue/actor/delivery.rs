@@ -38,9 +38,12 @@ impl QueueActor {
     /// Whether the message `seq` may be handed out. A replicated queue hands out only up to
     /// the delivered mark its group has committed, so that a new leader flags everything
     /// this one may have handed out redelivered and never gives its number to another
-    /// message; the next mark ([`RESERVE`] on) is written when the head comes near. A queue
-    /// whose journal failed a write (its node may no longer lead) hands nothing out until
-    /// it is started again from the group.
+    /// message; the next mark ([`RESERVE`] on) is written when the head comes near. It hands
+    /// out only within its leadership's lease ([`Journal::leased`](crate::queue::journal::Journal::leased)),
+    /// so that a leader cut off from the others cannot hand out, unknowing, what a new
+    /// leader has had acknowledged since: when the lease has lapsed, writing the mark renews
+    /// it. A queue whose journal failed a write (its node may no longer lead) hands nothing
+    /// out until it is started again from the group.
     pub(super) fn may_hand_out(&mut self, seq: u64) -> bool {
         let Some(journal) = self.shared.journal.as_ref() else {
             return true;
@@ -48,12 +51,14 @@ impl QueueActor {
         if journal.broken() {
             return false;
         }
+        let leased = journal.leased();
         let near = self
             .reserved
             .is_none_or(|r| seq.saturating_add(RESERVE / 2) > r);
-        if near && !self.reserving {
+        if (near || !leased) && !self.reserving {
             self.reserving = true;
-            let mark = seq.saturating_add(RESERVE);
+            // Never below what was reserved already (a requeued message has a lower number).
+            let mark = seq.saturating_add(RESERVE).max(self.reserved.unwrap_or(0));
             journal.delivered(mark);
             let (tx, rx) = oneshot::channel();
             journal.sync(tx);
@@ -63,7 +68,7 @@ impl QueueActor {
                 q.reserved(mark, committed);
             });
         }
-        self.reserved.is_some_and(|r| seq <= r)
+        leased && self.reserved.is_some_and(|r| seq <= r)
     }
 
     /// Fills in bodies of on-disk entries from `from` on, a window at a time; false when the

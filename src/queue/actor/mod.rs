@@ -19,6 +19,7 @@ use tokio::sync::{mpsc, oneshot};
 
 mod consumers;
 mod delivery;
+mod enqueuers;
 mod expiry;
 
 /// Commands handled per wake-up before delivering.
@@ -74,6 +75,8 @@ impl Consumer {
 #[derive(Debug)]
 enum Pending {
     Put(u64, Arc<Message>, Option<u64>, Option<ConfirmToken>),
+    /// The confirm of a copy of a message taken before: it follows the first copy's write.
+    Confirm(ConfirmToken),
     /// Stored messages that are gone (acked, dropped, purged).
     Forget(Vec<u64>),
     /// The paged-out range `from..=to` was purged.
@@ -111,6 +114,8 @@ struct QueueActor {
     /// out (`may_hand_out`), and whether a further one is being written.
     reserved: Option<u64>,
     reserving: bool,
+    /// What a replicated queue took from enqueuers that may send it again.
+    enqueuers: enqueuers::Enqueuers,
     /// basic.get requests waiting for that mark.
     held_gets: Vec<(bool, oneshot::Sender<Option<super::GetResult>>)>,
     flush_waiters: Vec<oneshot::Sender<()>>,
@@ -162,6 +167,7 @@ pub(super) fn start<H: super::QueueHost>(
     recovered: Vec<crate::store::RecoveredMessage>,
     delivered: Option<u64>,
     loaded: Vec<(u64, Arc<Message>, u32)>,
+    enqueuers: Vec<(u64, u64)>,
 ) {
     // Never below a number already handed out: an ack still on its way for a message that
     // was delivered (up to the mark) must not take a new message that reused its number.
@@ -221,6 +227,7 @@ pub(super) fn start<H: super::QueueHost>(
         mark_dirty: false,
         reserved: delivered,
         reserving: false,
+        enqueuers: enqueuers::Enqueuers::from(enqueuers),
         held_gets: Vec::new(),
         flush_waiters: Vec::new(),
         sync_waiters: Vec::new(),
@@ -408,10 +415,15 @@ impl QueueActor {
             for p in self.pending.drain(..) {
                 match p {
                     Pending::Put(seq, msg, _, token) => journal.put(seq, msg, token),
+                    Pending::Confirm(token) => journal.confirm(token),
                     Pending::Forget(seqs) => journal.remove(seqs),
                     Pending::ForgetRange(from, to) => journal.remove_range(from, to),
                     Pending::Op(_) => {}
                 }
+            }
+            if self.enqueuers.dirty {
+                self.enqueuers.dirty = false;
+                journal.enqueuers(self.enqueuers.list());
             }
         } else if let Some(id) = self.shared.store_id {
             if self.mark_dirty {
@@ -428,6 +440,7 @@ impl QueueActor {
                             .put_message(id, seq, msg, expires_at, token)
                             .await
                     }
+                    Pending::Confirm(token) => token.complete(true),
                     Pending::Forget(seqs) => {
                         self.store.submit(Op::DeleteMessages { queue: id, seqs })
                     }
@@ -453,42 +466,63 @@ impl QueueActor {
         }
     }
 
+    /// Takes a published message in (`sent`: numbered by an enqueuer that may send it again).
+    fn enqueue(
+        &mut self,
+        msg: Arc<Message>,
+        token: Option<ConfirmToken>,
+        sent: Option<super::Sent>,
+    ) {
+        self.shared.taken(&msg);
+        let sent = sent.filter(|_| self.shared.journal.is_some());
+        if sent.is_some_and(|s| self.enqueuers.taken(s)) {
+            // A copy of a message taken before (its sender did not hear back): its confirm
+            // follows the first copy's write.
+            if let Some(t) = token {
+                self.pending.push(Pending::Confirm(t));
+            }
+            return;
+        }
+        let seq = self.next_seq;
+        self.next_seq += 1;
+        if !self.admit(&msg) {
+            if let Some(t) = token {
+                t.complete(false);
+            }
+            return;
+        }
+        if let Some(sent) = sent {
+            self.enqueuers.take(sent);
+        }
+        let ttl = match (self.args.message_ttl, msg.expiration_ms) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
+        if self.shared.persists(&msg) {
+            let expires_at = ttl.map(|t| crate::clock::unix_ms().saturating_add(t));
+            self.pending
+                .push(Pending::Put(seq, msg.clone(), expires_at, token));
+        } else if let Some(t) = token {
+            t.complete(true);
+        }
+        self.stats.add(Counter::Publish, 1);
+        let priority = self.ready.level_of(msg.priority);
+        self.ready.insert(Ready {
+            seq,
+            size: msg.body_len() as u64,
+            msg: Some(msg),
+            redelivered: false,
+            expires: ttl.map(|t| now_ms() + t),
+            returns: 0,
+            priority,
+        });
+        self.enforce_limits();
+    }
+
     fn handle(&mut self, cmd: QueueCmd) {
         match cmd {
-            QueueCmd::Publish(msg, token) => {
-                self.shared.taken(&msg);
-                let seq = self.next_seq;
-                self.next_seq += 1;
-                if !self.admit(&msg) {
-                    if let Some(t) = token {
-                        t.complete(false);
-                    }
-                    return;
-                }
-                let ttl = match (self.args.message_ttl, msg.expiration_ms) {
-                    (Some(a), Some(b)) => Some(a.min(b)),
-                    (a, b) => a.or(b),
-                };
-                if self.shared.persists(&msg) {
-                    let expires_at = ttl.map(|t| crate::clock::unix_ms().saturating_add(t));
-                    self.pending
-                        .push(Pending::Put(seq, msg.clone(), expires_at, token));
-                } else if let Some(t) = token {
-                    t.complete(true);
-                }
-                self.stats.add(Counter::Publish, 1);
-                let priority = self.ready.level_of(msg.priority);
-                self.ready.insert(Ready {
-                    seq,
-                    size: msg.body_len() as u64,
-                    msg: Some(msg),
-                    redelivered: false,
-                    expires: ttl.map(|t| now_ms() + t),
-                    returns: 0,
-                    priority,
-                });
-                self.enforce_limits();
-            }
+            QueueCmd::Publish(msg, token) => self.enqueue(msg, token, None),
+            QueueCmd::PublishFrom(msg, token, sent) => self.enqueue(msg, token, Some(sent)),
             QueueCmd::Policy(args) => {
                 self.args = args;
                 self.enforce_limits();

@@ -275,7 +275,9 @@ impl StreamQueue {
 
     fn handle(&mut self, cmd: QueueCmd) {
         match cmd {
-            QueueCmd::Publish(msg, token) => self.publish(&msg, token),
+            QueueCmd::Publish(msg, token) | QueueCmd::PublishFrom(msg, token, _) => {
+                self.publish(&msg, token)
+            }
             QueueCmd::Consume(spec, reply) => {
                 let _ = reply.send(Ok(()));
                 self.consumers.push(StreamConsumer::new(spec));
