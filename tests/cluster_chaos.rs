@@ -7,11 +7,10 @@
 //! followed by its channel's `close-ok`); a publisher's messages arrived in publish order
 //! apart from redeliveries and duplicates (per publishing channel).
 //!
-//! Not in CI again since 2026-12-04: two of three CI runs that day found open #18 bugs (a
-//! confirmed message lost, an acked one delivered again; docs/CHAOS.md has the seeds). Run
-//! it with `cargo test --test cluster_chaos -- --ignored --nocapture`; `WARREN_CHAOS_SECS`
-//! sets the fault phase (default 60 s; e.g. 3600 for the long form, with `--release`),
-//! `WARREN_CHAOS_SEED` replays a run's fault choices. The checker itself (`chaos::history`)
+//! In CI again since 2026-12-05 (the 60 s form, about 75 s), after the fixes and clean
+//! loops in docs/CHAOS.md. `WARREN_CHAOS_SECS` sets the fault phase (default 60 s; e.g.
+//! 3600 for the long form, with `--release`), `WARREN_CHAOS_SEED` replays a run's fault
+//! choices: `cargo test --test cluster_chaos -- --nocapture`. The checker itself (`chaos::history`)
 //! is unit-tested in every run.
 
 mod chaos;
@@ -50,7 +49,6 @@ async fn settled(specs: &[Spec]) {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "fault harness: finds open #18 bugs intermittently (docs/CHAOS.md); run with --ignored"]
 async fn confirmed_messages_survive_kills_and_partitions_and_acked_ones_stay_acked() {
     prepare();
     let secs = env_u64("WARREN_CHAOS_SECS").unwrap_or(60);

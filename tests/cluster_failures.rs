@@ -1,6 +1,6 @@
 //! Queues across three real `warren` processes when a node goes: a node killed while its
 //! consumer held messages gives them back (redelivered), and so does a basic.get result it
-//! held unacked; consumers of a killed node's queues are cancelled, and
+//! held unacked and what a consumer it had cancelled left unacked; consumers of a killed node's queues are cancelled, and
 //! `node-is-quorum-critical` then fails on the survivors; forgetting the killed node deletes
 //! the queues whose home it was, and `warren ctl -n` reaches the others (not it) with the
 //! cluster secret from anywhere. A consumer's node restarted before anyone noticed gets back
@@ -12,7 +12,9 @@ use common::cluster::*;
 use common::cluster_amqp::*;
 use common::http::request;
 use futures_lite::StreamExt;
-use lapin::options::{BasicAckOptions, BasicConsumeOptions, BasicGetOptions, BasicQosOptions};
+use lapin::options::{
+    BasicAckOptions, BasicCancelOptions, BasicConsumeOptions, BasicGetOptions, BasicQosOptions,
+};
 use lapin::types::FieldTable;
 use std::time::{Duration, Instant};
 
@@ -61,6 +63,28 @@ async fn a_lost_node_gives_back_what_its_consumers_held_and_cancels_consumers_of
         assert_eq!(d.data, format!("w-{i}").into_bytes());
     }
     assert_eq!(passive(&a, "work").await, Ok(5), "5 ready, 5 held by b");
+    // And b cancels a consumer that got 3 of "left": its channel still holds them unacked.
+    within(on_a.queue_declare("left".into(), durable(), FieldTable::default()))
+        .await
+        .expect("declare left on a");
+    publish_confirmed(&a, "", "left", "l", 3).await;
+    let leaver = channel(&b).await;
+    let mut left = within(leaver.basic_consume(
+        "left".into(),
+        "b-leaver".into(),
+        BasicConsumeOptions::default(),
+        FieldTable::default(),
+    ))
+    .await
+    .expect("consume left on b");
+    for i in 0..3 {
+        let d = within(left.next()).await.expect("open").expect("delivery");
+        assert_eq!(d.data, format!("l-{i}").into_bytes());
+    }
+    within(leaver.basic_cancel("b-leaver".into(), BasicCancelOptions::default()))
+        .await
+        .expect("cancel on b");
+    assert_eq!(passive(&a, "left").await, Ok(0), "held by b's channel");
     let critical = "/api/health/checks/node-is-quorum-critical";
     let g = Some(("guest", "guest"));
     let r = request(specs[0].http, "GET", critical, g, None).await;
@@ -69,6 +93,7 @@ async fn a_lost_node_gives_back_what_its_consumers_held_and_cancels_consumers_of
     let _ = children[1].wait().await;
     eventually_count(&a, "work", 10, "what b held is back").await;
     eventually_count(&a, "got", 1, "what b got and held is back").await;
+    eventually_count(&a, "left", 3, "what b's cancelled consumer left is back").await;
     // With b gone, a and c are each critical to the metadata group's majority.
     let r = request(specs[0].http, "GET", critical, g, None).await;
     assert_eq!(r.status, 503, "{}", r.body);

@@ -496,24 +496,37 @@ impl Forwarder {
         if let Ok(mut set) = held.lock() {
             set.insert(seq);
         }
-        let Some(node) = b.cluster.get() else {
-            return;
-        };
+        if let Some(node) = b.cluster.get() {
+            self.watch_held(node.clone(), origin, q);
+        }
+    }
+
+    /// Watches `origin` for as long as it holds deliveries of `q` unsettled, and requeues
+    /// what it still holds once it stops answering. At most one watch per node and queue,
+    /// following the queue's current task. A consumer's forwarding task watches its node
+    /// itself while it runs; this watch covers basic.get results and what a node still held
+    /// when its consumer went (cancelled, with its deliveries unacked on an open channel).
+    fn watch_held(self: &Arc<Self>, node: Arc<MetaNode>, origin: &Origin, q: &QueueRef) {
         let key = (origin.clone(), q.vhost.clone(), q.name.clone());
         let dashmap::mapref::entry::Entry::Vacant(slot) = self.watched.entry(key.clone()) else {
             return;
         };
         slot.insert(());
-        let (forwarder, origin, q) = (self.clone(), origin.clone(), q.clone());
+        let (forwarder, origin) = (self.clone(), origin.clone());
         tokio::spawn(async move {
             let mut watch = tokio::time::interval(WATCH_EVERY);
             watch.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
             let mut missed = 0;
+            let current = || {
+                let e = forwarder.outstanding.get(&key)?;
+                Some((e.0.clone(), e.1.clone()))
+            };
             loop {
                 watch.tick().await;
                 // Done once nothing is held; checked under the map's lock, so a get that
                 // holds one more either sees this watch or starts the next.
-                let empty = || held.lock().map_or(true, |s| s.is_empty());
+                let empty =
+                    || current().is_none_or(|(_, held)| held.lock().map_or(true, |s| s.is_empty()));
                 if forwarder.watched.remove_if(&key, |_, _| empty()).is_some() {
                     return;
                 }
@@ -523,12 +536,15 @@ impl Forwarder {
                     missed + 1
                 };
                 if missed >= WATCH_MISSES {
+                    forwarder.watched.remove(&key);
+                    let Some((task, held)) = current() else {
+                        return;
+                    };
                     let lost: Vec<u64> = held
                         .lock()
                         .map(|mut s| std::mem::take(&mut *s).into_iter().collect())
                         .unwrap_or_default();
-                    forwarder.watched.remove(&key);
-                    if !lost.is_empty() {
+                    if let Some(q) = task.upgrade().filter(|_| !lost.is_empty()) {
                         q.requeue(lost).await;
                     }
                     return;
@@ -572,18 +588,23 @@ impl Forwarder {
         self.consumers.insert(key.clone(), (q.clone(), here));
         let outstanding = (!c.no_ack).then(|| self.outstanding(&origin, &q));
         let out = Outbound {
-            node,
-            origin,
+            node: node.clone(),
+            origin: origin.clone(),
             consumer: c.id,
             here,
-            q,
+            q: q.clone(),
             pending,
-            outstanding,
+            outstanding: outstanding.clone(),
         };
         let forwarder = self.clone();
         tokio::spawn(async move {
             out.run(events).await;
             forwarder.consumers.remove(&key);
+            // A cancelled consumer's channel may still hold its deliveries unacked: they
+            // stay watched until its node settles them or goes.
+            if outstanding.is_some() {
+                forwarder.watch_held(node, &origin, &q);
+            }
         });
         Ok(())
     }
