@@ -587,6 +587,7 @@ impl Forwarder {
         let key = (origin.clone(), c.id);
         self.consumers.insert(key.clone(), (q.clone(), here));
         let outstanding = (!c.no_ack).then(|| self.outstanding(&origin, &q));
+        let settles = outstanding.is_some();
         let out = Outbound {
             node: node.clone(),
             origin: origin.clone(),
@@ -594,7 +595,7 @@ impl Forwarder {
             here,
             q: q.clone(),
             pending,
-            outstanding: outstanding.clone(),
+            outstanding,
         };
         let forwarder = self.clone();
         tokio::spawn(async move {
@@ -602,7 +603,7 @@ impl Forwarder {
             forwarder.consumers.remove(&key);
             // A cancelled consumer's channel may still hold its deliveries unacked: they
             // stay watched until its node settles them or goes.
-            if outstanding.is_some() {
+            if settles {
                 forwarder.watch_held(node, &origin, &q);
             }
         });
