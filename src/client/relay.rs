@@ -7,7 +7,8 @@
 //! `multiple` method. What one wake-up produces for a socket goes out in one write. A
 //! destination that blocks (`connection.blocked`) stops the reading of the source; unsettled
 //! deliveries bound what is in flight to the prefetch. Heartbeats are sent and watched on
-//! both connections.
+//! both connections. A stopped run settles what the destination confirms within a few
+//! seconds before it ends, so a pause or restart does not move those messages twice.
 
 use super::consume::{drain, due, failed, fill, silent, Assembler, Incoming};
 use super::Client;
@@ -307,6 +308,7 @@ pub async fn run<T: Transfer>(
             codec::encode_heartbeat(&mut p.src_out);
         }
         // Publishes go out before the source hears of their settling.
+        let mut stopped = false;
         for (c, out, wrote, side) in [
             (&mut *dst, &mut p.dst_out, &mut dst_wrote, "destination"),
             (&mut *src, &mut p.src_out, &mut src_wrote, "source"),
@@ -315,11 +317,17 @@ pub async fn run<T: Transfer>(
                 continue;
             }
             tokio::select! {
-                r = c.wr.write_all(out) => r.map_err(|e| failed(side, e))?,
-                _ = stop.changed() => return Ok(Ended::Stopped),
+                r = c.wr.write_all_buf(out) => r.map_err(|e| failed(side, e))?,
+                _ = stop.changed() => {
+                    stopped = true;
+                    break;
+                }
             }
-            out.clear();
             *wrote = Instant::now();
+        }
+        if stopped {
+            wind_down(&mut p, src, dst).await;
+            return Ok(Ended::Stopped);
         }
         p.counters
             .pending
@@ -351,8 +359,56 @@ pub async fn run<T: Transfer>(
             }
             _ = tick.tick() => p.transfer.tick(&mut p.src_out),
             _ = woken(&wake) => p.transfer.tick(&mut p.src_out),
-            _ = stop.changed() => return Ok(Ended::Stopped),
+            _ = stop.changed() => {
+                wind_down(&mut p, src, dst).await;
+                return Ok(Ended::Stopped);
+            }
         }
+    }
+}
+
+/// How long a stopped run waits for the destination to confirm what it published.
+const WIND_DOWN: Duration = Duration::from_secs(5);
+
+/// A stopped run's last steps: what it had started to write goes out, the source is no
+/// longer read, the destination's confirms of what was published are awaited, up to
+/// [`WIND_DOWN`] in all, and settled at the source, so that what reached the destination
+/// is not requeued at the source and moved a second time by the next run.
+async fn wind_down<T: Transfer>(p: &mut Pump<'_, T>, src: &mut Client, dst: &mut Client) {
+    let deadline = Instant::now() + WIND_DOWN;
+    if !p.dst_out.is_empty()
+        && !matches!(
+            tokio::time::timeout_at(deadline, dst.wr.write_all_buf(&mut p.dst_out)).await,
+            Ok(Ok(()))
+        )
+    {
+        return;
+    }
+    loop {
+        if !p.src_out.is_empty()
+            && !matches!(
+                tokio::time::timeout_at(deadline, src.wr.write_all_buf(&mut p.src_out)).await,
+                Ok(Ok(()))
+            )
+        {
+            return;
+        }
+        if p.unconfirmed.is_empty() {
+            return;
+        }
+        if !matches!(
+            tokio::time::timeout_at(deadline, fill(dst)).await,
+            Ok(Ok(()))
+        ) {
+            return;
+        }
+        if drain(dst, "destination", |f| p.on_destination(f))
+            .await
+            .is_err()
+        {
+            return;
+        }
+        p.settle_answered();
     }
 }
 

@@ -100,8 +100,12 @@ pub(crate) async fn restart(
     }
 }
 
-/// PUT /api/shovels/{vhost}/{name}/pause and .../resume (LavinMQ's): 204; 422 when the
-/// shovel is not running (pause) or not paused (resume); 404 when it does not run here.
+/// How long a pause waits for the shovel's run to end before it answers.
+const PAUSE_WAIT: std::time::Duration = std::time::Duration::from_secs(15);
+
+/// PUT /api/shovels/{vhost}/{name}/pause and .../resume (LavinMQ's): 204 (a pause once the
+/// run has ended); 422 when the shovel is not running (pause) or not paused (resume); 404
+/// when it does not run here.
 async fn set_paused(
     b: AppState,
     who: Policymaker,
@@ -113,12 +117,18 @@ async fn set_paused(
     if !who.may_use(&b, &vhost) {
         return Err(ApiError::not_permitted());
     }
-    match b
-        .parameters
-        .component(COMPONENT)
+    let component = b.parameters.component(COMPONENT);
+    match component
+        .as_ref()
         .and_then(|c| c.set_paused(&vhost, &name, paused))
     {
-        Some(true) => Ok(StatusCode::NO_CONTENT),
+        Some(true) => {
+            if let Some(c) = component.filter(|_| paused) {
+                // Answered once the run has ended: nothing moves after the 204.
+                let _ = tokio::time::timeout(PAUSE_WAIT, c.stopped(&vhost, &name)).await;
+            }
+            Ok(StatusCode::NO_CONTENT)
+        }
         Some(false) => Ok(StatusCode::UNPROCESSABLE_ENTITY),
         None => Err(ApiError::not_found()),
     }

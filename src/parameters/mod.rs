@@ -33,7 +33,16 @@ pub trait Component: Send + Sync {
     fn set_paused(&self, _vhost: &str, _name: &str, _paused: bool) -> Option<bool> {
         None
     }
+    /// Resolves once what was last stopped for a value has ended (a paused shovel's run has
+    /// closed its connections, the source having requeued what it did not settle); at
+    /// once when nothing was stopped.
+    fn stopped(&self, _vhost: &str, _name: &str) -> Stopped {
+        Box::pin(std::future::ready(()))
+    }
 }
+
+/// What [`Component::stopped`] returns.
+pub type Stopped = std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send>>;
 
 /// Why a parameter was not set.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

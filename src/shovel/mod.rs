@@ -7,9 +7,10 @@
 //!
 //! A destination may also be an `http(s)://` webhook (`webhook`, LavinMQ's addition),
 //! which the run POSTs each message to instead of publishing. A shovel can be paused and
-//! resumed (LavinMQ's addition too): pausing stops its task as a
-//! delete does (the source requeues what was not settled) and shows it `paused` until it is
-//! resumed, restarted, set again or the node restarts.
+//! resumed (LavinMQ's addition too): pausing stops its task as a delete does (the run
+//! settles what the destination confirms within a few seconds, the source requeues the
+//! rest; the pause answers once that is done) and shows it `paused` until it is resumed,
+//! restarted, set again or the node restarts.
 //!
 //! A URI without a host (`amqp://`) names this node, as in RabbitMQ: the shovel connects to
 //! its own AMQP listener as the internal user, with every permission (RabbitMQ's direct
@@ -24,7 +25,7 @@ pub mod webhook;
 pub mod worker;
 
 use crate::broker::Broker;
-use crate::parameters::Component;
+use crate::parameters::{Component, Stopped};
 use dashmap::DashMap;
 use serde_json::Value;
 use status::Status;
@@ -42,6 +43,8 @@ struct Running {
     stop: watch::Sender<bool>,
     /// Paused: its task was stopped, the shovel stays listed.
     paused: bool,
+    /// Closed (its sender dropped) when the task has ended.
+    ended: watch::Receiver<()>,
 }
 
 /// The node's shovels.
@@ -82,13 +85,19 @@ impl Shovels {
             broker: self.broker.clone(),
         });
         let (stop, rx) = watch::channel(false);
-        tokio::spawn(worker::run(ctx.clone(), rx));
+        let (ended_tx, ended) = watch::channel(());
+        let run = worker::run(ctx.clone(), rx);
+        tokio::spawn(async move {
+            run.await;
+            drop(ended_tx);
+        });
         self.running.insert(
             (vhost.to_owned(), name.to_owned()),
             Running {
                 ctx,
                 stop,
                 paused: false,
+                ended,
             },
         );
     }
@@ -193,5 +202,18 @@ impl Component for Shovels {
         tracing::info!(vhost, name, "shovel resumed");
         self.start(vhost, name, &value);
         Some(true)
+    }
+
+    fn stopped(&self, vhost: &str, name: &str) -> Stopped {
+        let ended = self
+            .running
+            .get(&(vhost.to_owned(), name.to_owned()))
+            .filter(|r| r.paused)
+            .map(|r| r.ended.clone());
+        Box::pin(async move {
+            if let Some(mut ended) = ended {
+                while ended.changed().await.is_ok() {}
+            }
+        })
     }
 }
