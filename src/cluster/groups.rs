@@ -106,6 +106,11 @@ impl Groups {
             election_timeout_max: millis(ELECTION_TIMEOUT.1),
             enable_heartbeat: false,
             enable_elect: false,
+            // Elections and heartbeats are driven by the supervisor; openraft's own tick
+            // would only wake every group five times a second to flush its metrics. It is
+            // turned on for a member that removes itself (`change_members`): a leader
+            // steps down on a tick once its removal is committed.
+            enable_tick: false,
             snapshot_policy: openraft::SnapshotPolicy::LogsSinceLast(snapshot_logs),
             max_in_snapshot_log_to_keep: snapshot_logs / 5,
             ..Default::default()
@@ -752,6 +757,10 @@ async fn change_members(raft: GroupRaft, members: Vec<Member>) -> Result<(), Ref
     }
     if ids.is_empty() {
         return Err(Refused::Failed("a group needs a member".into()));
+    }
+    let me = raft.metrics().borrow().id;
+    if !ids.contains(&me) {
+        raft.runtime_config().tick(true);
     }
     raft.change_membership(ids, false)
         .await
