@@ -3,10 +3,13 @@
 //! bind (answered with a `Location` naming the binding by its properties key), and GET or
 //! DELETE of one binding by that key; plus an exchange's bindings as source or destination.
 
+use super::access::Actor;
 use super::exchanges::{url_name, DEFAULT_NAME};
 use super::queues::{json_table, table_json};
 use super::{ApiError, AppState, Authenticated};
+use crate::error::Kind;
 use crate::exchange::Destination;
+use crate::permissions::Access;
 use crate::vhost::VHost;
 use amq_protocol::types::FieldTable;
 use axum::extract::{Path, State};
@@ -156,6 +159,25 @@ fn destination_kind(kind: &str) -> Result<&'static str, ApiError> {
     }
 }
 
+/// A binding needs write on its destination and read on its source, as queue.bind and
+/// exchange.bind do.
+fn authorize_binding(
+    actor: &Actor,
+    b: &AppState,
+    vhost: &str,
+    source: &str,
+    kind_name: &str,
+    dest: &str,
+) -> Result<(), ApiError> {
+    let dest_kind = if kind_name == "queue" {
+        Kind::Queue
+    } else {
+        Kind::Exchange
+    };
+    actor.authorize(b, vhost, Access::Write, dest_kind, dest)?;
+    actor.authorize(b, vhost, Access::Read, Kind::Exchange, source)
+}
+
 fn between(v: &VHost, source: &str, kind: &str, dest: &str) -> Vec<Value> {
     let source = url_name(source);
     filtered(v, |b| {
@@ -185,12 +207,13 @@ pub(crate) struct BindBody {
 
 pub(crate) async fn bind(
     State(b): State<AppState>,
-    _: Authenticated,
+    actor: Actor,
     Path((vhost, source, kind, dest)): Path<(String, String, String, String)>,
     body: Option<Json<BindBody>>,
 ) -> Result<Response, ApiError> {
     let v = super::vhost_of(&b, &vhost).await?;
     let kind_name = destination_kind(&kind)?;
+    authorize_binding(&actor, &b, &v.name, url_name(&source), kind_name, &dest)?;
     let body = body.map(|Json(b)| b).unwrap_or_default();
     let args = json_table(&body.arguments)?;
     let r = super::durably(&v.store, async {
@@ -237,11 +260,13 @@ pub(crate) async fn show(
 /// DELETE one binding by its properties key.
 pub(crate) async fn unbind(
     State(b): State<AppState>,
-    _: Authenticated,
+    actor: Actor,
     Path(path): Path<(String, String, String, String, String)>,
 ) -> Result<StatusCode, ApiError> {
     let (v, found) = find(&b, &path).await?;
     let source = url_name(&path.1);
+    let kind_name = destination_kind(&path.2)?;
+    authorize_binding(&actor, &b, &v.name, source, kind_name, &path.3)?;
     if source.is_empty() {
         return Err(ApiError::new(
             StatusCode::BAD_REQUEST,

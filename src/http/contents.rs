@@ -1,11 +1,15 @@
 //! A queue's contents over the API: `DELETE /api/queues/{vhost}/{name}/contents` purges,
 //! `POST /api/queues/{vhost}/{name}/get` takes up to `count` messages and settles them per
 //! `ackmode` (requeue, ack, or reject into the dead-letter path), returning them in RabbitMQ's
-//! shape with the payload as a string or base64 (`encoding`), cut at `truncate` bytes.
+//! shape with the payload as a string or base64 (`encoding`), cut at `truncate` bytes;
+//! `GET .../peek` (Warren's) shows the head of the queue without taking anything.
 
-use super::{ApiError, AppState, Authenticated};
+use super::access::Actor;
+use super::{ApiError, AppState};
+use crate::error::Kind;
 use crate::json::table_json;
 use crate::message::Message;
+use crate::permissions::Access;
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::Json;
@@ -14,10 +18,11 @@ use serde_json::{json, Map, Value};
 
 pub(crate) async fn purge(
     State(b): State<AppState>,
-    _: Authenticated,
+    actor: Actor,
     Path((vhost, name)): Path<(String, String)>,
 ) -> Result<StatusCode, ApiError> {
     let v = super::vhost_of(&b, &vhost).await?;
+    actor.authorize(&b, &v.name, Access::Read, Kind::Queue, &name)?;
     let q = b
         .find_queue(&v, &name)
         .await
@@ -85,9 +90,86 @@ fn properties_json(m: &Message) -> Value {
     Value::Object(o)
 }
 
+/// Query of GET .../peek.
+#[derive(Debug, Deserialize)]
+pub(crate) struct PeekQuery {
+    #[serde(default, deserialize_with = "super::lenient::opt_usize")]
+    count: Option<usize>,
+    #[serde(default)]
+    encoding: Option<String>,
+    #[serde(default, deserialize_with = "super::lenient::opt_usize")]
+    truncate: Option<usize>,
+}
+
+/// Most messages one peek returns.
+const MAX_PEEK: usize = 500;
+
+/// The payload as a string where it is UTF-8 and `base64` is not asked for, else base64.
+fn payload_json(body: &[u8], truncate: Option<usize>, base64: bool) -> (String, &'static str) {
+    let shown = &body[..body.len().min(truncate.unwrap_or(usize::MAX))];
+    match (base64, std::str::from_utf8(shown)) {
+        (false, Ok(s)) => (s.to_owned(), "string"),
+        _ => {
+            use base64::Engine;
+            (
+                base64::engine::general_purpose::STANDARD.encode(shown),
+                "base64",
+            )
+        }
+    }
+}
+
+/// `GET /api/queues/{vhost}/{name}/peek?count=&encoding=&truncate=`: Warren's addition, the
+/// first `count` (default 1, at most 500) ready messages in delivery order in `get`'s shape,
+/// left where they are: not taken, requeued, redelivered or reordered. Needs read permission
+/// on the queue, as `get` does.
+pub(crate) async fn peek(
+    State(b): State<AppState>,
+    actor: Actor,
+    Path((vhost, name)): Path<(String, String)>,
+    axum::extract::Query(q): axum::extract::Query<PeekQuery>,
+) -> Result<Json<Value>, ApiError> {
+    let bad = |r: &str| ApiError::new(StatusCode::BAD_REQUEST, "bad_request", r.to_owned());
+    let base64 = match q.encoding.as_deref().unwrap_or("auto") {
+        "auto" => false,
+        "base64" => true,
+        _ => return Err(bad("invalid encoding")),
+    };
+    let count = q.count.unwrap_or(1);
+    if !(1..=MAX_PEEK).contains(&count) {
+        return Err(bad(&format!("count must be between 1 and {MAX_PEEK}")));
+    }
+    let v = super::vhost_of(&b, &vhost).await?;
+    actor.authorize(&b, &v.name, Access::Read, Kind::Queue, &name)?;
+    let queue = b
+        .find_queue(&v, &name)
+        .await
+        .map_err(|_| ApiError::not_found())?;
+    let peeked = queue
+        .peek(count as u32)
+        .await
+        .map_err(|e| ApiError::quoting_reply(&e))?;
+    let out = peeked
+        .iter()
+        .map(|p| {
+            let (payload, encoding) = payload_json(p.msg.body(), q.truncate, base64);
+            json!({
+                "payload_bytes": p.msg.body().len(),
+                "redelivered": p.redelivered,
+                "exchange": p.msg.exchange.as_str(),
+                "routing_key": p.msg.routing_key.as_str(),
+                "properties": properties_json(&p.msg),
+                "payload": payload,
+                "payload_encoding": encoding,
+            })
+        })
+        .collect();
+    Ok(Json(Value::Array(out)))
+}
+
 pub(crate) async fn get(
     State(b): State<AppState>,
-    _: Authenticated,
+    actor: Actor,
     Path((vhost, name)): Path<(String, String)>,
     Json(body): Json<GetBody>,
 ) -> Result<Json<Value>, ApiError> {
@@ -104,6 +186,7 @@ pub(crate) async fn get(
         _ => return Err(bad("invalid encoding")),
     };
     let v = super::vhost_of(&b, &vhost).await?;
+    actor.authorize(&b, &v.name, Access::Read, Kind::Queue, &name)?;
     let q = b
         .find_queue(&v, &name)
         .await
@@ -115,17 +198,7 @@ pub(crate) async fn get(
             break;
         };
         let body_bytes = got.msg.body();
-        let shown = &body_bytes[..body_bytes.len().min(body.truncate.unwrap_or(usize::MAX))];
-        let (payload, encoding) = match (base64, std::str::from_utf8(shown)) {
-            (false, Ok(s)) => (s.to_owned(), "string"),
-            _ => {
-                use base64::Engine;
-                (
-                    base64::engine::general_purpose::STANDARD.encode(shown),
-                    "base64",
-                )
-            }
-        };
+        let (payload, encoding) = payload_json(body_bytes, body.truncate, base64);
         out.push(json!({
             "payload_bytes": body_bytes.len(),
             "redelivered": got.redelivered,

@@ -1,8 +1,11 @@
 //! `/api/exchanges[/{vhost}[/{name}]]` (list, show, PUT declare, DELETE) and `.../publish`.
 
+use super::access::Actor;
 use super::queues::{json_table, table_json};
 use super::{ApiError, AppState, Authenticated};
+use crate::error::Kind;
 use crate::exchange::Exchange;
+use crate::permissions::Access;
 use crate::vhost::{ExchangeOptions, VHost};
 use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
@@ -89,11 +92,12 @@ pub(crate) struct DeclareBody {
 
 pub(crate) async fn declare(
     State(b): State<AppState>,
-    _: Authenticated,
+    actor: Actor,
     Path((vhost, name)): Path<(String, String)>,
     Json(body): Json<DeclareBody>,
 ) -> Result<StatusCode, ApiError> {
     let v = super::vhost_of(&b, &vhost).await?;
+    actor.authorize(&b, &v.name, Access::Configure, Kind::Exchange, &name)?;
     let existed = v.exchange(&name).is_ok();
     let options = ExchangeOptions {
         passive: false,
@@ -119,11 +123,18 @@ pub(crate) struct DeleteQuery {
 
 pub(crate) async fn delete(
     State(b): State<AppState>,
-    _: Authenticated,
+    actor: Actor,
     Path((vhost, name)): Path<(String, String)>,
     Query(q): Query<DeleteQuery>,
 ) -> Result<StatusCode, ApiError> {
     let v = super::vhost_of(&b, &vhost).await?;
+    actor.authorize(
+        &b,
+        &v.name,
+        Access::Configure,
+        Kind::Exchange,
+        url_name(&name),
+    )?;
     b.find_exchange(&v, url_name(&name))
         .await
         .map_err(|_| ApiError::not_found())?;

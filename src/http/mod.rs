@@ -1,7 +1,8 @@
 //! The management HTTP API (RabbitMQ's management plugin paths and JSON), served with axum on
-//! `http_listen`. It calls the same broker operations as AMQP. This first slice serves the
-//! overview, vhosts and queues; errors use RabbitMQ's `{"error", "reason"}` shape.
+//! `http_listen`. It calls the same broker operations as AMQP; errors use RabbitMQ's
+//! `{"error", "reason"}` shape. The same port serves the web UI ([`ui`]) at `/`.
 
+mod access;
 mod bindings;
 mod channels;
 pub mod cli;
@@ -24,6 +25,7 @@ mod publish;
 mod queues;
 mod quorum;
 mod shovels;
+mod ui;
 mod user_limits;
 mod users;
 mod vhosts;
@@ -33,7 +35,7 @@ use crate::broker::Broker;
 use axum::extract::{FromRequestParts, State};
 use axum::http::request::Parts;
 use axum::http::{header, StatusCode};
-use axum::response::{Html, IntoResponse, Response};
+use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
 use std::sync::Arc;
@@ -306,13 +308,6 @@ async fn body_errors(req: axum::extract::Request, next: axum::middleware::Next) 
     .into_response()
 }
 
-async fn index() -> Html<&'static str> {
-    Html(
-        "<!doctype html><title>Warren</title><h1>Warren</h1>\
-         <p>The RabbitMQ-compatible management HTTP API is served under <a href=\"/api/overview\">/api</a>.</p>",
-    )
-}
-
 async fn not_found(State(_): State<AppState>) -> ApiError {
     ApiError::not_found()
 }
@@ -341,7 +336,8 @@ async fn local_view(b: AppState, kind: String) -> serde_json::Value {
 pub fn router(broker: Arc<Broker>) -> Router {
     cluster_views::install(&broker, local_view);
     Router::new()
-        .route("/", get(index))
+        .route("/", get(ui::index))
+        .route("/ui/{*path}", get(ui::asset))
         .route("/api/overview", get(overview::overview))
         .route("/api/vhost-limits", get(vhosts::limits_all))
         .route("/api/vhost-limits/{vhost}", get(vhosts::limits_of))
@@ -568,6 +564,7 @@ pub fn router(broker: Arc<Broker>) -> Router {
             axum::routing::delete(contents::purge),
         )
         .route("/api/queues/{vhost}/{name}/get", post(contents::get))
+        .route("/api/queues/{vhost}/{name}/peek", get(contents::peek))
         .route("/api/exchanges", get(exchanges::list_all))
         .route("/api/exchanges/{vhost}", get(exchanges::list_vhost))
         .route(
@@ -597,6 +594,7 @@ pub fn router(broker: Arc<Broker>) -> Router {
         .fallback(not_found)
         .layer(axum::middleware::from_fn(listing::list_parameters))
         .layer(axum::middleware::from_fn(body_errors))
+        .layer(axum::middleware::from_fn(ui::security_headers))
         .layer(axum::extract::DefaultBodyLimit::max(MAX_BODY))
         .with_state(broker)
 }

@@ -31,6 +31,8 @@ pub(crate) async fn overview(State(b): State<AppState>, _: Authenticated) -> Jso
         "management_version": RABBITMQ_VERSION,
         "cluster_name": b.cluster_name(),
         "node": node,
+        // Warren's: how often rates are sampled (ms), which the web UI refreshes on.
+        "collect_statistics_interval": b.config.collect_statistics_interval,
         "exchange_types": [
             {"name": "direct", "description": "AMQP direct exchange, as per the AMQP specification", "enabled": true},
             {"name": "fanout", "description": "AMQP fanout exchange, as per the AMQP specification", "enabled": true},

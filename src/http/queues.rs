@@ -2,7 +2,10 @@
 //! operations as AMQP. Another node's queue is shown as its home node renders it (its policy,
 //! message rates and counters), asked through the cluster's views.
 
+use super::access::Actor;
 use super::{ApiError, AppState, Authenticated};
+use crate::error::Kind;
+use crate::permissions::Access;
 use crate::queue::QueueRef;
 use crate::vhost::QueueOptions;
 use amq_protocol::types::FieldTable;
@@ -233,11 +236,12 @@ pub(crate) struct DeclareBody {
 
 pub(crate) async fn declare(
     State(b): State<AppState>,
-    _: Authenticated,
+    actor: Actor,
     Path((vhost, name)): Path<(String, String)>,
     body: Option<Json<DeclareBody>>,
 ) -> Result<StatusCode, ApiError> {
     let v = super::vhost_of(&b, &vhost).await?;
+    actor.authorize(&b, &v.name, Access::Configure, Kind::Queue, &name)?;
     let body = body.map(|Json(b)| b).unwrap_or_default();
     let arguments = json_table(&body.arguments)?;
     let existed = v.queue(&name).is_ok();
@@ -267,11 +271,12 @@ pub(crate) struct DeleteQuery {
 
 pub(crate) async fn delete(
     State(b): State<AppState>,
-    _: Authenticated,
+    actor: Actor,
     Path((vhost, name)): Path<(String, String)>,
     Query(q): Query<DeleteQuery>,
 ) -> Result<StatusCode, ApiError> {
     let v = super::vhost_of(&b, &vhost).await?;
+    actor.authorize(&b, &v.name, Access::Configure, Kind::Queue, &name)?;
     b.find_queue(&v, &name)
         .await
         .map_err(|_| ApiError::not_found())?;

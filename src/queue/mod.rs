@@ -129,6 +129,15 @@ pub struct GetResult {
     pub remaining: u32,
 }
 
+/// A ready message looked at without being taken (the management API's peek).
+#[derive(Debug)]
+pub struct Peeked {
+    /// The message, as a consumer would receive it.
+    pub msg: Arc<Message>,
+    /// Delivered before.
+    pub redelivered: bool,
+}
+
 /// Counters of a queue for the management API.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct QueueInfo {
@@ -207,6 +216,8 @@ pub(crate) enum QueueCmd {
     Discard(Vec<u64>),
     Undelivered(u64, Arc<Message>),
     Get(bool, oneshot::Sender<Option<GetResult>>),
+    /// The first ready messages, in delivery order, left where they are.
+    Peek(u32, oneshot::Sender<Vec<Peeked>>),
     Purge(oneshot::Sender<u32>),
     Delete {
         if_unused: bool,
@@ -674,6 +685,18 @@ impl QueueShared {
             )));
         }
         self.ask(|r| QueueCmd::Get(no_ack, r)).await
+    }
+
+    /// Up to `count` ready messages from the head, in the order they would be delivered,
+    /// without taking, requeueing or reordering them.
+    pub async fn peek(&self, count: u32) -> CoreResult<Vec<Peeked>> {
+        if self.args.stream {
+            return Err(CoreError::NotImplemented(format!(
+                "peek not supported by stream queues {}",
+                self.describe()
+            )));
+        }
+        self.ask(|r| QueueCmd::Peek(count, r)).await
     }
 
     /// Drops every ready message; returns how many.

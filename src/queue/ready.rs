@@ -228,6 +228,15 @@ impl ReadyList {
         }
     }
 
+    /// The first `n` entries in delivery order (highest level first), read back from the
+    /// page file first when only it holds messages; nothing is taken.
+    pub fn head(&mut self, n: usize) -> impl Iterator<Item = &Ready> {
+        if self.len == 0 {
+            self.refill();
+        }
+        self.levels.iter().rev().flat_map(|l| l.iter()).take(n)
+    }
+
     pub fn iter(&self) -> impl Iterator<Item = &Ready> {
         self.levels.iter().flat_map(|l| l.iter())
     }

@@ -143,6 +143,8 @@ pub enum RemoteOp {
     /// the home task they went to (this [`QueueShared::instance`]; refused when that task
     /// has been replaced since: what it took may not have been written).
     Sync(u64),
+    /// Up to this many ready messages from the head, left where they are.
+    Peek(u32),
 }
 
 /// Counters of a remote queue (the management API's subset).
@@ -233,6 +235,8 @@ pub enum RemoteReply {
     Done,
     /// The operation failed there: its reply code and text.
     Failed(u16, String),
+    /// To `Peek`: each message with whether it was delivered before.
+    Peeked(Vec<(WireMessage, bool)>),
 }
 
 /// A boxed future of a link's answer.
@@ -583,6 +587,22 @@ impl Proxy {
                     Err(_) => return true,
                 };
                 let _ = reply.send(got);
+            }
+            QueueCmd::Peek(count, reply) => {
+                let peeked = match self.call(RemoteOp::Peek(count)).await {
+                    Ok(RemoteReply::Peeked(all)) => all
+                        .into_iter()
+                        .filter_map(|(m, redelivered)| {
+                            Some(super::Peeked {
+                                msg: Arc::new(m.message()?),
+                                redelivered,
+                            })
+                        })
+                        .collect(),
+                    Ok(_) => Vec::new(),
+                    Err(_) => return true,
+                };
+                let _ = reply.send(peeked);
             }
             QueueCmd::Purge(reply) => {
                 if let Ok(RemoteReply::Count(n)) = self.call(RemoteOp::Purge).await {

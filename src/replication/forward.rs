@@ -461,6 +461,13 @@ impl Forwarder {
                 settled_all(all)
             }
             RemoteOp::Purge => RemoteReply::Count(q.purge().await?),
+            RemoteOp::Peek(count) => RemoteReply::Peeked(
+                q.peek(count)
+                    .await?
+                    .iter()
+                    .map(|p| (WireMessage::of(&p.msg), p.redelivered))
+                    .collect(),
+            ),
             RemoteOp::Delete {
                 if_unused,
                 if_empty,

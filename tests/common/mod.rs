@@ -2,6 +2,7 @@
 //! it, and helpers to read AMQP reply codes out of client errors.
 #![allow(dead_code)]
 
+pub mod browser;
 pub mod cluster;
 pub mod cluster_amqp;
 pub mod http;

@@ -6,6 +6,7 @@ use super::{now_ms, QueueActor, Unacked, READ_AHEAD};
 use crate::message::Message;
 use crate::queue::consumer::{ConsumerEvent, Delivery};
 use crate::queue::stats::Counter;
+use crate::queue::Peeked;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use tokio::sync::{mpsc, oneshot};
@@ -69,6 +70,37 @@ impl QueueActor {
             });
         }
         leased && self.reserved.is_some_and(|r| seq <= r)
+    }
+
+    /// Up to `n` ready messages from the head, in delivery order, bodies read from the store
+    /// where only it has them; nothing is taken, requeued or reordered.
+    pub(super) fn peek(&mut self, n: usize) -> Vec<Peeked> {
+        let mut tried = Vec::new();
+        loop {
+            let missing = self
+                .ready
+                .head(n)
+                .find(|r| r.msg.is_none() && !tried.contains(&r.seq))
+                .map(|r| r.seq);
+            let Some(seq) = missing else {
+                break;
+            };
+            tried.push(seq);
+            if !self.load_from(seq) {
+                break;
+            }
+        }
+        let head: Vec<_> = self
+            .ready
+            .head(n)
+            .filter_map(|r| Some((r.msg.clone()?, r.redelivered, r.returns)))
+            .collect();
+        head.into_iter()
+            .map(|(msg, redelivered, returns)| Peeked {
+                msg: self.as_delivered(msg, returns),
+                redelivered,
+            })
+            .collect()
     }
 
     /// Fills in bodies of on-disk entries from `from` on, a window at a time; false when the

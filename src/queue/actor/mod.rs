@@ -615,6 +615,9 @@ impl QueueActor {
                 }
                 let _ = reply.send(got);
             }
+            QueueCmd::Peek(count, reply) => {
+                let _ = reply.send(self.peek(count as usize));
+            }
             QueueCmd::Purge(reply) => {
                 let n = self.ready.len() as u32;
                 let journaled = self.shared.journal.is_some();

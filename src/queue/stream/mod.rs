@@ -294,6 +294,9 @@ impl StreamQueue {
             QueueCmd::Get(_, reply) => {
                 let _ = reply.send(None);
             }
+            QueueCmd::Peek(_, reply) => {
+                let _ = reply.send(Vec::new());
+            }
             QueueCmd::Purge(reply) => {
                 let _ = reply.send(0);
             }
