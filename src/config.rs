@@ -47,6 +47,13 @@ pub struct Config {
     /// Milliseconds a consumer may hold a delivery unacknowledged before its channel is closed
     /// with 406 (RabbitMQ's `consumer_timeout`, 30 minutes); 0 disables.
     pub consumer_timeout: u64,
+    /// Origins whose pages may call the management API from a browser (RabbitMQ's
+    /// `management.cors.allow_origins`; `*` allows any). Empty, the default: no CORS headers,
+    /// so only the UI served by the broker itself can call the API from a browser.
+    pub management_cors_allow_origins: Vec<String>,
+    /// Seconds a browser may keep a CORS preflight's answer (RabbitMQ's
+    /// `management.cors.max_age`, 1800).
+    pub management_cors_max_age: u64,
     /// Milliseconds between samples of the message rates (RabbitMQ's
     /// `collect_statistics_interval`, 5 s).
     pub collect_statistics_interval: u64,
@@ -181,6 +188,8 @@ impl Default for Config {
             queue_window_bytes: QUEUE_WINDOW_BYTES,
             consumer_timeout: 1_800_000,
             collect_statistics_interval: 5_000,
+            management_cors_allow_origins: Vec::new(),
+            management_cors_max_age: 1_800,
             memory_high_watermark: 0.4,
             memory_high_watermark_absolute: None,
             disk_free_limit: 50_000_000,

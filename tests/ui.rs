@@ -158,7 +158,27 @@ async fn an_administrator_manages_the_broker_through_the_ui() {
     );
     wait_messages(&b, "ui-q", 1).await;
 
+    // Move the rest to another queue (a shovel that deletes itself).
+    api(&b, "PUT", "/api/queues/%2F/ui-moved", Some("{}")).await;
+    browser.type_into("#move-destination", "ui-moved").await;
+    browser.click("#move-submit").await;
+    browser.wait_text("#notice-text", "Moving").await;
+    wait_messages(&b, "ui-moved", 1).await;
+    wait_messages(&b, "ui-q", 0).await;
+    let (_, moved) = api(&b, "GET", "/api/queues/%2F/ui-moved/peek", None).await;
+    assert_eq!(moved[0]["payload"], "second message");
+
     // Purge, then delete.
+    let publish =
+        r#"{"routing_key":"ui-q","payload":"third","payload_encoding":"string","properties":{}}"#;
+    api(
+        &b,
+        "POST",
+        "/api/exchanges/%2F/amq.default/publish",
+        Some(publish),
+    )
+    .await;
+    wait_messages(&b, "ui-q", 1).await;
     browser.click_and_confirm("#purge").await;
     browser.wait_text("#notice-text", "purged").await;
     wait_messages(&b, "ui-q", 0).await;
@@ -214,6 +234,36 @@ async fn an_administrator_manages_the_broker_through_the_ui() {
     browser.open(&format!("{url}/#/connections")).await;
     browser.wait_text("#connections", "guest").await;
     shot(&browser, "connections", "body").await;
+
+    // On a narrow screen, in the dark theme, nothing is wider than the window (tables scroll
+    // inside their own box).
+    browser
+        .client
+        .set_window_size(420, 860)
+        .await
+        .expect("resize");
+    browser.click("#theme").await;
+    for page in [
+        "#/",
+        "#/queues",
+        "#/queues/%2F/live",
+        "#/exchanges/%2F/ui-x",
+    ] {
+        browser.open(&format!("{url}/{page}")).await;
+        browser.find("main h1").await;
+        tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+        let fits = browser
+            .eval("return document.documentElement.scrollWidth <= window.innerWidth")
+            .await;
+        assert_eq!(fits, true, "{page} is wider than a 420 px window");
+    }
+    assert_eq!(
+        browser
+            .eval("return document.documentElement.dataset.theme")
+            .await,
+        "dark"
+    );
+    shot(&browser, "exchange-narrow-dark", "body").await;
 
     // Bookmarkable URLs: the back button returns to the previous page.
     browser.open(&format!("{url}/#/exchanges")).await;
@@ -371,4 +421,69 @@ async fn the_ui_is_embedded_and_cannot_be_framed() {
         .headers
         .to_lowercase()
         .contains("access-control-allow-origin"));
+}
+
+/// Sends a request with an Origin header (and preflight headers for OPTIONS); returns the
+/// status and the lower-cased response head.
+async fn from_origin(b: &TestBroker, method: &str, origin: &str) -> (u16, String) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut sock = tokio::net::TcpStream::connect(b.server.http_addr)
+        .await
+        .expect("connect");
+    let req = format!(
+        "{method} /api/overview HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\
+         Origin: {origin}\r\nAccess-Control-Request-Method: GET\r\n\
+         Access-Control-Request-Headers: authorization\r\n\
+         Authorization: Basic Z3Vlc3Q6Z3Vlc3Q=\r\nContent-Length: 0\r\n\r\n"
+    );
+    sock.write_all(req.as_bytes()).await.expect("send");
+    let mut raw = Vec::new();
+    within(sock.read_to_end(&mut raw)).await.expect("read");
+    let text = String::from_utf8_lossy(&raw).to_lowercase();
+    let head = text.split("\r\n\r\n").next().unwrap_or("").to_owned();
+    let status = head
+        .split_whitespace()
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(0);
+    (status, head)
+}
+
+#[tokio::test]
+async fn cors_is_closed_unless_an_origin_is_allowed() {
+    let closed = start().await;
+    let (status, head) = from_origin(&closed, "GET", "https://evil.example").await;
+    assert_eq!(status, 200);
+    assert!(!head.contains("access-control-allow-origin"), "{head}");
+    let (status, head) = from_origin(&closed, "OPTIONS", "https://evil.example").await;
+    assert_ne!(status, 200, "{head}");
+    assert!(!head.contains("access-control-allow-origin"), "{head}");
+
+    let open = start_with(|c| {
+        c.management_cors_allow_origins = vec!["https://ops.example".into()];
+        c.management_cors_max_age = 600;
+    })
+    .await;
+    let (status, head) = from_origin(&open, "OPTIONS", "https://ops.example").await;
+    assert_eq!(status, 200, "{head}");
+    for wanted in [
+        "access-control-allow-origin: https://ops.example",
+        "access-control-allow-credentials: true",
+        "access-control-max-age: 600",
+        "access-control-allow-headers: authorization",
+        "access-control-allow-methods: get",
+        "content-security-policy:",
+    ] {
+        assert!(head.contains(wanted), "{wanted} missing: {head}");
+    }
+    let (status, head) = from_origin(&open, "GET", "https://ops.example").await;
+    assert_eq!(status, 200);
+    assert!(
+        head.contains("access-control-allow-origin: https://ops.example"),
+        "{head}"
+    );
+    for other in ["https://evil.example", "null"] {
+        let (_, head) = from_origin(&open, "GET", other).await;
+        assert!(!head.contains("access-control-allow-origin"), "{head}");
+    }
 }

@@ -10,6 +10,7 @@ mod cluster_views;
 mod connections;
 mod consumers;
 mod contents;
+mod cors;
 mod definitions;
 mod exchanges;
 mod federation;
@@ -594,6 +595,10 @@ pub fn router(broker: Arc<Broker>) -> Router {
         .fallback(not_found)
         .layer(axum::middleware::from_fn(listing::list_parameters))
         .layer(axum::middleware::from_fn(body_errors))
+        .layer(axum::middleware::from_fn_with_state(
+            broker.clone(),
+            cors::cors,
+        ))
         .layer(axum::middleware::from_fn(ui::security_headers))
         .layer(axum::extract::DefaultBodyLimit::max(MAX_BODY))
         .with_state(broker)

@@ -60,12 +60,15 @@ export async function renderOne(main, [vhost, name]) {
   fill(main, h('h1', {}, 'Queue ', h('span', {class: 'name', id: 'queue-title'}, name)),
     h('p', {class: 'crumbs'}, 'Virtual host ', vhost),
     details, section('Consumers', consumers), section('Bindings', bindings));
+  // A stream is read from offsets: get, peek, purge and moving do not apply (540 over AMQP).
+  const stream = (await api('GET', base)).type === 'stream';
   if (me.act) {
     main.append(
       section('Add binding from an exchange', bindForm(vhost, name)),
       section('Publish message', publishForm(vhost, '', name)),
-      section('Get or peek messages', messageForms(base)),
-      section('Purge', h('button', {type: 'button', id: 'purge', onclick: () => {
+      stream ? null : section('Get or peek messages', messageForms(base)),
+      stream ? null : section('Move messages', moveForm(vhost, name)),
+      stream ? null : section('Purge', h('button', {type: 'button', id: 'purge', onclick: () => {
         if (!confirm(`Purge every ready message of queue ${name}?`)) return;
         attempt(async () => { await api('DELETE', `${base}/contents`); notice('Queue purged.'); await refresh(); });
       }}, 'Purge messages')),
@@ -122,6 +125,26 @@ export async function renderOne(main, [vhost, name]) {
   }
   await refresh();
   return refresh;
+}
+
+/** RabbitMQ's "Move messages": a dynamic shovel that moves what the queue holds now to
+ * another queue of the same vhost, then deletes itself. */
+function moveForm(vhost, name) {
+  const dest = h('input', {id: 'move-destination', required: true});
+  return h('form', {id: 'move', onsubmit: e => {
+    e.preventDefault();
+    attempt(async () => {
+      const uri = 'amqp:///' + encodeURIComponent(vhost);
+      await api('PUT', `/parameters/shovel/${seg(vhost)}/${seg('Move from ' + name)}`, {
+        component: 'shovel', vhost, name: 'Move from ' + name,
+        value: {'src-uri': uri, 'src-queue': name, 'src-protocol': 'amqp091', 'src-prefetch-count': 1000,
+          'src-delete-after': 'queue-length', 'dest-protocol': 'amqp091', 'dest-uri': uri,
+          'dest-add-forward-headers': false, 'ack-mode': 'on-confirm', 'dest-queue': dest.value},
+      });
+      notice(`Moving the messages of ${name} to ${dest.value}.`);
+    });
+  }}, h('p', {class: 'hint'}, 'Moves the messages in the queue now to another queue of this virtual host, with a shovel that deletes itself when done.'),
+  field('Destination queue', dest), h('button', {type: 'submit', id: 'move-submit'}, 'Move messages'));
 }
 
 function messageForms(base) {

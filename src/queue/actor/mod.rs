@@ -616,6 +616,8 @@ impl QueueActor {
                 let _ = reply.send(got);
             }
             QueueCmd::Peek(count, reply) => {
+                // Expired messages are not shown: they would never be delivered.
+                self.expire_head();
                 let _ = reply.send(self.peek(count as usize));
             }
             QueueCmd::Purge(reply) => {
