@@ -134,6 +134,7 @@ async fn an_administrator_manages_the_broker_through_the_ui() {
     // Peek shows both, in order, and leaves them where they were.
     browser.open(&format!("{url}/#/queues/%2F/ui-q")).await;
     browser.wait_text("#queue-total", "2").await;
+    browser.find("#queue-chart-queued canvas").await;
     shot(&browser, "queue", "body").await;
     browser.type_into("#get-count", "5").await;
     browser.click("#peek-submit").await;
@@ -234,6 +235,44 @@ async fn an_administrator_manages_the_broker_through_the_ui() {
     browser.open(&format!("{url}/#/connections")).await;
     browser.wait_text("#connections", "guest").await;
     shot(&browser, "connections", "body").await;
+
+    // A channel's page lists its consumers.
+    let _consumer = ch
+        .basic_consume(
+            "live".into(),
+            "ui-consumer".into(),
+            lapin::options::BasicConsumeOptions::default(),
+            lapin::types::FieldTable::default(),
+        )
+        .await
+        .expect("consume");
+    browser.open(&format!("{url}/#/channels")).await;
+    browser.click("#channels tbody a").await;
+    browser.wait_text("#channel-consumers", "ui-consumer").await;
+    browser.wait_text("#channel-details", "Prefetch").await;
+
+    // Closing a connection from its page, with a reason the client receives.
+    let conn2 = b.connect().await;
+    let events = conn2.events_listener();
+    browser.open(&format!("{url}/#/connections")).await;
+    browser.wait_text("#list-summary", "2 of 2").await;
+    let names = api(&b, "GET", "/api/connections", None).await.1;
+    let newest = names
+        .as_array()
+        .and_then(|a| a.iter().max_by_key(|c| c["connected_at"].as_u64()))
+        .and_then(|c| c["name"].as_str())
+        .expect("a connection")
+        .to_owned();
+    browser
+        .open(&format!("{url}/#/connections/{}", urlencode(&newest)))
+        .await;
+    browser.wait_text("#connection-details", "guest").await;
+    browser
+        .type_into("#close-reason", "closed from the UI test")
+        .await;
+    browser.click("#close-connection button").await;
+    browser.find("#connections").await;
+    assert_eq!(server_close_code(events).await, Some(320));
 
     // On a narrow screen, in the dark theme, nothing is wider than the window (tables scroll
     // inside their own box).
@@ -486,4 +525,70 @@ async fn cors_is_closed_unless_an_origin_is_allowed() {
         let (_, head) = from_origin(&open, "GET", other).await;
         assert!(!head.contains("access-control-allow-origin"), "{head}");
     }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_administrator_sets_limits_topic_permissions_and_policies() {
+    let b = start().await;
+    let url = base(&b);
+    let browser = Browser::start(1280, 800).await;
+    browser.log_in(&url, "guest", "guest").await;
+
+    // Limits of a vhost and of a user.
+    browser.open(&format!("{url}/#/limits")).await;
+    browser.choose("#vhost-limit-name", "max-queues").await;
+    browser.type_into("#vhost-limit-value", "7").await;
+    browser.click("#set-vhost-limit-submit").await;
+    browser.wait_text("#vhost-limits", "max-queues").await;
+    let (_, limits) = api(&b, "GET", "/api/vhost-limits/%2F", None).await;
+    assert_eq!(limits[0]["value"]["max-queues"], 7, "{limits}");
+    browser.choose("#user-limit-name", "max-channels").await;
+    browser.type_into("#user-limit-value", "3").await;
+    browser.click("#set-user-limit-submit").await;
+    browser.wait_text("#user-limits", "max-channels").await;
+    let (_, limits) = api(&b, "GET", "/api/user-limits/guest", None).await;
+    assert_eq!(limits[0]["value"]["max-channels"], 3, "{limits}");
+    browser.click("#vhost-limits button").await;
+    browser
+        .wait_text("#vhost-limits", "No virtual host limits")
+        .await;
+    let (_, limits) = api(&b, "GET", "/api/vhost-limits/%2F", None).await;
+    assert_eq!(limits, serde_json::json!([]));
+
+    // A topic permission on the user's page.
+    browser.open(&format!("{url}/#/users/guest")).await;
+    browser
+        .type_into("#topic-permission-write", "^orders\\.")
+        .await;
+    browser.click("#set-topic-permission-submit").await;
+    browser
+        .wait_text("#user-topic-permissions", "^orders\\.")
+        .await;
+    let (_, topics) = api(&b, "GET", "/api/topic-permissions/%2F/guest", None).await;
+    assert_eq!(topics[0]["exchange"], "amq.topic", "{topics}");
+    assert_eq!(topics[0]["write"], "^orders\\.", "{topics}");
+
+    // A policy and an operator policy.
+    browser.open(&format!("{url}/#/policies")).await;
+    browser.type_into("#policy-name", "short").await;
+    browser.type_into("#policy-pattern", "^tmp\\.").await;
+    browser.click("#add-policy .helper").await;
+    browser.type_into("#add-policy .arg-value", "1000").await;
+    browser.click("#add-policy-submit").await;
+    browser.wait_text("#policies", "short").await;
+    let (status, policy) = api(&b, "GET", "/api/policies/%2F/short", None).await;
+    assert_eq!(status, 200, "{policy}");
+    assert_eq!(policy["definition"]["max-length"], 1000, "{policy}");
+    browser.type_into("#operator-policy-name", "cap").await;
+    browser.choose("#operator-policy-apply-to", "queues").await;
+    browser.click("#add-operator-policy .helper").await;
+    browser
+        .type_into("#add-operator-policy .arg-value", "5000")
+        .await;
+    browser.click("#add-operator-policy-submit").await;
+    browser.wait_text("#operator-policies", "cap").await;
+    let (status, policy) = api(&b, "GET", "/api/operator-policies/%2F/cap", None).await;
+    assert_eq!(status, 200, "{policy}");
+    assert_eq!(policy["definition"]["max-length"], 5000, "{policy}");
+    let _ = browser.client.clone().close().await;
 }

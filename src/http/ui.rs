@@ -41,6 +41,7 @@ const ASSETS: &[Asset] = &[
     asset!("js/exchanges.js", "text/javascript; charset=utf-8"),
     asset!("js/connections.js", "text/javascript; charset=utf-8"),
     asset!("js/admin.js", "text/javascript; charset=utf-8"),
+    asset!("js/limits.js", "text/javascript; charset=utf-8"),
     asset!("vendor/uPlot.iife.min.js", "text/javascript; charset=utf-8"),
     asset!("vendor/uPlot.min.css", "text/css; charset=utf-8"),
 ];

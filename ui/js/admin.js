@@ -1,9 +1,10 @@
-// Admin: users (add, tags, password, permissions, delete), virtual hosts (add, delete) and
-// policies (add, delete). The API decides who may: the UI shows these pages by tag.
+// Admin: users (add, tags, password, permissions, topic permissions, delete), virtual hosts
+// (add, delete), policies and, for administrators, operator policies (add, delete). The API
+// decides who may: the UI shows these pages by tag.
 
 import {h, fill, section, field, table, link, num, json} from './dom.js';
 import {api, seg} from './api.js';
-import {attempt, notice} from './state.js';
+import {me, attempt, notice} from './state.js';
 import {vhostSelect, argumentsEditor} from './forms.js';
 
 export async function renderUsers(main) {
@@ -42,6 +43,10 @@ export async function renderUser(main, [name]) {
   const [configure, write, read] = ['configure', 'write', 'read'].map(k => h('input', {id: `permission-${k}`, value: '.*'}));
   const tags = h('input', {id: 'user-tags'});
   const pass = h('input', {id: 'user-password', type: 'password', autocomplete: 'new-password'});
+  const topics = h('div', {id: 'user-topic-permissions'});
+  const topicVhost = await vhostSelect('topic-permission-vhost');
+  const topicExchange = h('input', {id: 'topic-permission-exchange', value: 'amq.topic', required: true});
+  const [topicWrite, topicRead] = ['write', 'read'].map(k => h('input', {id: `topic-permission-${k}`, value: '.*'}));
   fill(main, h('h1', {}, 'User ', h('span', {class: 'name'}, name)),
     section('Permissions', perms, h('form', {id: 'set-permission', onsubmit: e => {
       e.preventDefault();
@@ -51,6 +56,15 @@ export async function renderUser(main, [name]) {
       });
     }}, field('Virtual host', vhost), field('Configure regexp', configure), field('Write regexp', write), field('Read regexp', read),
     h('button', {type: 'submit', id: 'set-permission-submit'}, 'Set permission'))),
+    section('Topic permissions', topics, h('form', {id: 'set-topic-permission', onsubmit: e => {
+      e.preventDefault();
+      attempt(async () => {
+        await api('PUT', `/topic-permissions/${seg(topicVhost.value)}/${seg(name)}`,
+          {exchange: topicExchange.value, write: topicWrite.value, read: topicRead.value});
+        await refresh();
+      });
+    }}, field('Virtual host', topicVhost), field('Exchange', topicExchange), field('Write regexp', topicWrite),
+    field('Read regexp', topicRead), h('button', {type: 'submit', id: 'set-topic-permission-submit'}, 'Set topic permission'))),
     section('Update this user', h('form', {id: 'update-user', onsubmit: e => {
       e.preventDefault();
       attempt(async () => {
@@ -75,6 +89,14 @@ export async function renderUser(main, [name]) {
         await refresh();
       })}, 'Clear')],
     ], ps, {empty: 'No access to any virtual host.'}));
+    const ts = (await api('GET', '/topic-permissions')).filter(t => t.user === name);
+    fill(topics, table([
+      ['Virtual host', t => t.vhost], ['Exchange', t => t.exchange], ['Write', t => t.write], ['Read', t => t.read],
+      ['', t => h('button', {type: 'button', class: 'link', onclick: () => attempt(async () => {
+        await api('DELETE', `/topic-permissions/${seg(t.vhost)}/${seg(name)}`);
+        await refresh();
+      })}, 'Clear')],
+    ], ts, {empty: 'No topic permissions (every routing key allowed).'}));
   };
   await refresh();
   return refresh;
@@ -108,35 +130,44 @@ export async function renderVhosts(main) {
 }
 
 export async function renderPolicies(main) {
-  const list = h('div', {id: 'policies'});
-  const vhost = await vhostSelect('policy-vhost');
-  const name = h('input', {id: 'policy-name', required: true});
-  const pattern = h('input', {id: 'policy-pattern', required: true, value: '.*'});
-  const applyTo = h('select', {id: 'policy-apply-to'}, ['all', 'queues', 'exchanges', 'classic_queues', 'quorum_queues', 'streams'].map(v => h('option', {value: v}, v)));
-  const priority = h('input', {id: 'policy-priority', type: 'number', value: 0});
+  const parts = [await policyEditor('policies', 'Policies', '')];
+  if (me.admin) parts.push(await policyEditor('operator-policies', 'Operator policies', 'operator-'));
+  fill(main, h('h1', {}, 'Policies'), parts.map(p => p.el));
+  const refresh = async () => { for (const p of parts) await p.refresh(); };
+  await refresh();
+  return refresh;
+}
+
+/** A list of `path`'s policies (user or operator) with the add form; ids start with `prefix`. */
+async function policyEditor(path, title, prefix) {
+  const list = h('div', {id: `${prefix}policies`});
+  const vhost = await vhostSelect(`${prefix}policy-vhost`);
+  const name = h('input', {id: `${prefix}policy-name`, required: true});
+  const pattern = h('input', {id: `${prefix}policy-pattern`, required: true, value: '.*'});
+  const applyTo = h('select', {id: `${prefix}policy-apply-to`}, ['all', 'queues', 'exchanges', 'classic_queues', 'quorum_queues', 'streams'].map(v => h('option', {value: v}, v)));
+  const priority = h('input', {id: `${prefix}policy-priority`, type: 'number', value: 0});
   const definition = argumentsEditor([['max-length', 'number', 'Max length'], ['message-ttl', 'number', 'Message TTL (ms)'],
     ['dead-letter-exchange', 'string', 'Dead letter exchange'], ['expires', 'number', 'Auto expire (ms)'], ['max-age', 'string', 'Stream max age']]);
   definition.querySelector('legend').textContent = 'Definition';
-  fill(main, h('h1', {}, 'Policies'), list, section('Add or update a policy', h('form', {id: 'add-policy', onsubmit: e => {
-    e.preventDefault();
-    attempt(async () => {
-      await api('PUT', `/policies/${seg(vhost.value)}/${seg(name.value)}`,
-        {pattern: pattern.value, 'apply-to': applyTo.value, priority: Number(priority.value), definition: definition.value()});
-      await refresh();
-    });
-  }}, field('Virtual host', vhost), field('Name', name), field('Pattern', pattern), field('Apply to', applyTo),
-  field('Priority', priority), definition, h('button', {type: 'submit', id: 'add-policy-submit'}, 'Add / update policy'))));
   const refresh = async () => {
     fill(list, table([
       ['Virtual host', p => p.vhost], ['Name', p => p.name], ['Pattern', p => p.pattern], ['Apply to', p => p['apply-to']],
       ['Definition', p => json(p.definition)], ['Priority', p => p.priority, {num: true}],
       ['', p => h('button', {type: 'button', class: 'link danger', onclick: () => attempt(async () => {
-        await api('DELETE', `/policies/${seg(p.vhost)}/${seg(p.name)}`);
+        await api('DELETE', `/${path}/${seg(p.vhost)}/${seg(p.name)}`);
         await refresh();
       })}, 'Delete')],
-    ], await api('GET', '/policies')));
+    ], await api('GET', `/${path}`), {empty: `No ${title.toLowerCase()}.`}));
   };
-  await refresh();
-  return refresh;
+  const el = h('div', {}, section(title, list), section(`Add or update ${title.toLowerCase().replace(/ies$/, 'y')}`,
+    h('form', {id: `add-${prefix}policy`, onsubmit: e => {
+      e.preventDefault();
+      attempt(async () => {
+        await api('PUT', `/${path}/${seg(vhost.value)}/${seg(name.value)}`,
+          {pattern: pattern.value, 'apply-to': applyTo.value, priority: Number(priority.value), definition: definition.value()});
+        await refresh();
+      });
+    }}, field('Virtual host', vhost), field('Name', name), field('Pattern', pattern), field('Apply to', applyTo),
+    field('Priority', priority), definition, h('button', {type: 'submit', id: `add-${prefix}policy-submit`}, 'Add / update'))));
+  return {el, refresh};
 }
-

@@ -10,6 +10,7 @@ import * as queues from './queues.js';
 import * as exchanges from './exchanges.js';
 import * as connections from './connections.js';
 import * as admin from './admin.js';
+import * as limits from './limits.js';
 
 const main = document.getElementById('main');
 const nav = document.getElementById('nav');
@@ -19,6 +20,7 @@ const routes = [
   [/^connections$/, connections.renderList],
   [/^connections\/([^/]+)$/, connections.renderOne],
   [/^channels$/, connections.renderChannels],
+  [/^channels\/([^/]+)$/, connections.renderChannel],
   [/^exchanges$/, exchanges.renderList],
   [/^exchanges\/([^/]+)\/([^/]*)$/, exchanges.renderOne],
   [/^queues$/, queues.renderList],
@@ -27,6 +29,7 @@ const routes = [
   [/^users\/([^/]+)$/, admin.renderUser],
   [/^vhosts$/, admin.renderVhosts],
   [/^policies$/, admin.renderPolicies],
+  [/^limits$/, limits.renderLimits],
 ];
 
 let current = null;
@@ -99,7 +102,7 @@ async function loadMe() {
 function renderChrome(interval) {
   const items = [['#/', 'Overview'], ['#/connections', 'Connections'], ['#/channels', 'Channels'],
     ['#/exchanges', 'Exchanges'], ['#/queues', 'Queues']];
-  if (me.admin) items.push(['#/users', 'Users'], ['#/vhosts', 'Virtual hosts']);
+  if (me.admin) items.push(['#/users', 'Users'], ['#/vhosts', 'Virtual hosts'], ['#/limits', 'Limits']);
   if (me.policies) items.push(['#/policies', 'Policies']);
   fill(nav, items.map(([href, text]) => h('a', {href, 'data-path': href.slice(2)}, text)));
   const every = h('select', {id: 'refresh', 'aria-label': 'Refresh every', onchange: e => { localStorage.setItem('warren.refresh', e.target.value); setRefresh(e.target.value); }},

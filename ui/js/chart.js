@@ -22,7 +22,11 @@ export function liveChart(id, title, series) {
       plot = new window.uPlot({
         width: width(), height: 180,
         // At least the last minute, so that the first samples do not stretch the axis.
-        scales: {x: {time: true, range: (u, min, max) => [Math.min(min, max - 60), max]}},
+        scales: {x: {time: true, auto: false, range: () => {
+          const xs = data[0];
+          const hi = xs[xs.length - 1];
+          return [Math.min(xs[0], hi - 60), hi];
+        }}},
         series: [{}, ...series.map(([label], i) => ({label, stroke: colors[i % colors.length], width: 2}))],
         axes: [{stroke: 'currentColor', grid: {stroke: 'rgba(128,128,128,0.2)'}}, {stroke: 'currentColor', grid: {stroke: 'rgba(128,128,128,0.2)'}}],
       }, data, el);

@@ -1,5 +1,5 @@
 // Connections and channels: paged lists, a connection's page (client properties, TLS,
-// its channels) with close.
+// its channels) with close, and a channel's page (prefetch, unacked, its consumers).
 
 import {h, fill, section, field, facts, table, link, num, rate, json} from './dom.js';
 import {api, seg} from './api.js';
@@ -19,7 +19,7 @@ const CONNECTION_COLUMNS = [
 ];
 
 const CHANNEL_COLUMNS = [
-  ['Channel', c => c.name, {sort: 'name'}],
+  ['Channel', c => link(['channels', c.name], c.name), {sort: 'name'}],
   ['Virtual host', c => c.vhost, {sort: 'vhost'}],
   ['User', c => c.user, {sort: 'user'}],
   ['Mode', c => [c.confirm ? 'C' : '', c.transactional ? 'T' : ''].join('')],
@@ -42,6 +42,33 @@ export async function renderChannels(main, _args, params) {
   const list = h('div', {id: 'channels'});
   fill(main, h('h1', {}, 'Channels'), list);
   const refresh = pagedList(list, {path: '/channels', routeParts: ['channels'], params, columns: CHANNEL_COLUMNS, what: 'channels'});
+  await refresh();
+  return refresh;
+}
+
+export async function renderChannel(main, [name]) {
+  const details = h('div', {id: 'channel-details'});
+  const consumers = h('div', {id: 'channel-consumers'});
+  fill(main, h('h1', {}, 'Channel ', h('span', {class: 'name'}, name)), details, section('Consumers', consumers));
+  const refresh = async () => {
+    const c = await api('GET', `/channels/${seg(name)}`);
+    const conn = c.connection_details || {};
+    fill(details, facts([
+      ['Connection', link(['connections', conn.name], conn.name)], ['Virtual host', c.vhost], ['User', c.user],
+      ['State', c.state], ['Prefetch', num(c.prefetch_count)], ['Global prefetch', num(c.global_prefetch_count)],
+      ['Unacked', num(c.messages_unacknowledged)], ['Unconfirmed', num(c.messages_unconfirmed)],
+      ['Confirm mode', String(c.confirm)], ['Transactional', String(c.transactional)],
+      ['Publish', rate(c.message_stats && c.message_stats.publish_details)],
+      ['Deliver / get', rate(c.message_stats && c.message_stats.deliver_get_details)],
+      ['Ack', rate(c.message_stats && c.message_stats.ack_details)],
+    ]));
+    const all = await api('GET', '/consumers');
+    fill(consumers, table([
+      ['Queue', x => x.queue ? link(['queues', x.queue.vhost, x.queue.name], x.queue.name) : ''],
+      ['Consumer tag', x => x.consumer_tag], ['Ack required', x => String(x.ack_required)],
+      ['Exclusive', x => String(x.exclusive)], ['Prefetch', x => num(x.prefetch_count), {num: true}],
+    ], all.filter(x => x.channel_details && x.channel_details.name === name), {empty: 'No consumers.'}));
+  };
   await refresh();
   return refresh;
 }

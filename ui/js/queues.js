@@ -6,6 +6,7 @@ import {api, seg} from './api.js';
 import {me, attempt, notice} from './state.js';
 import {pagedList} from './paged.js';
 import {argumentsEditor, QUEUE_HELPERS, vhostSelect, publishForm, messagesView} from './forms.js';
+import {liveChart} from './chart.js';
 
 const COLUMNS = [
   ['Virtual host', q => q.vhost, {sort: 'vhost'}],
@@ -57,8 +58,14 @@ export async function renderOne(main, [vhost, name]) {
   const details = h('div', {id: 'queue-details'});
   const consumers = h('div', {id: 'queue-consumers'});
   const bindings = h('div', {id: 'queue-bindings'});
+  const r = k => q => q.message_stats && q.message_stats[k + '_details'] ? q.message_stats[k + '_details'].rate : 0;
+  const queued = liveChart('queue-chart-queued', 'Queued messages', [
+    ['Ready', q => q.messages_ready], ['Unacked', q => q.messages_unacknowledged], ['Total', q => q.messages]]);
+  const rates = liveChart('queue-chart-rates', 'Message rates (per second)', [
+    ['Publish', r('publish')], ['Deliver / get', r('deliver_get')], ['Ack', r('ack')], ['Redeliver', r('redeliver')]]);
   fill(main, h('h1', {}, 'Queue ', h('span', {class: 'name', id: 'queue-title'}, name)),
     h('p', {class: 'crumbs'}, 'Virtual host ', vhost),
+    h('div', {class: 'charts'}, queued, rates),
     details, section('Consumers', consumers), section('Bindings', bindings));
   // A stream is read from offsets: get, peek, purge and moving do not apply (540 over AMQP).
   const stream = (await api('GET', base)).type === 'stream';
@@ -79,6 +86,8 @@ export async function renderOne(main, [vhost, name]) {
   }
   const refresh = async () => {
     const q = await api('GET', base);
+    queued.push(q);
+    rates.push(q);
     fill(details, facts([
       ['Type', q.type], ['State', q.state], ['Durable', String(q.durable)], ['Auto delete', String(q.auto_delete)],
       ['Exclusive', String(!!q.exclusive)], ['Arguments', json(q.arguments)], q.policy ? ['Policy', q.policy] : null,
