@@ -104,10 +104,12 @@ pub(crate) struct PeekQuery {
 /// Most messages one peek returns.
 const MAX_PEEK: usize = 500;
 
-/// The payload as a string where it is UTF-8 and `base64` is not asked for, else base64.
-fn payload_json(body: &[u8], truncate: Option<usize>, base64: bool) -> (String, &'static str) {
+/// A message in the shape `get` and `peek` return it: the payload as a string where it is
+/// UTF-8 and `base64` is not asked for, else base64, cut at `truncate` bytes.
+fn message_json(msg: &Message, redelivered: bool, truncate: Option<usize>, base64: bool) -> Value {
+    let body = msg.body();
     let shown = &body[..body.len().min(truncate.unwrap_or(usize::MAX))];
-    match (base64, std::str::from_utf8(shown)) {
+    let (payload, encoding) = match (base64, std::str::from_utf8(shown)) {
         (false, Ok(s)) => (s.to_owned(), "string"),
         _ => {
             use base64::Engine;
@@ -116,7 +118,16 @@ fn payload_json(body: &[u8], truncate: Option<usize>, base64: bool) -> (String, 
                 "base64",
             )
         }
-    }
+    };
+    json!({
+        "payload_bytes": body.len(),
+        "redelivered": redelivered,
+        "exchange": msg.exchange.as_str(),
+        "routing_key": msg.routing_key.as_str(),
+        "properties": properties_json(msg),
+        "payload": payload,
+        "payload_encoding": encoding,
+    })
 }
 
 /// `GET /api/queues/{vhost}/{name}/peek?count=&encoding=&truncate=`: Warren's addition, the
@@ -151,18 +162,7 @@ pub(crate) async fn peek(
         .map_err(|e| ApiError::quoting_reply(&e))?;
     let out = peeked
         .iter()
-        .map(|p| {
-            let (payload, encoding) = payload_json(p.msg.body(), q.truncate, base64);
-            json!({
-                "payload_bytes": p.msg.body().len(),
-                "redelivered": p.redelivered,
-                "exchange": p.msg.exchange.as_str(),
-                "routing_key": p.msg.routing_key.as_str(),
-                "properties": properties_json(&p.msg),
-                "payload": payload,
-                "payload_encoding": encoding,
-            })
-        })
+        .map(|p| message_json(&p.msg, p.redelivered, q.truncate, base64))
         .collect();
     Ok(Json(Value::Array(out)))
 }
@@ -197,18 +197,9 @@ pub(crate) async fn get(
         let Some(got) = q.get(false).await.map_err(ApiError::from)? else {
             break;
         };
-        let body_bytes = got.msg.body();
-        let (payload, encoding) = payload_json(body_bytes, body.truncate, base64);
-        out.push(json!({
-            "payload_bytes": body_bytes.len(),
-            "redelivered": got.redelivered,
-            "exchange": got.msg.exchange.as_str(),
-            "routing_key": got.msg.routing_key.as_str(),
-            "message_count": got.remaining,
-            "properties": properties_json(&got.msg),
-            "payload": payload,
-            "payload_encoding": encoding,
-        }));
+        let mut shown = message_json(&got.msg, got.redelivered, body.truncate, base64);
+        shown["message_count"] = json!(got.remaining);
+        out.push(shown);
         taken.push(got.seq);
     }
     match settle {

@@ -11,6 +11,7 @@ mod home_tasks;
 pub mod journal;
 mod ready;
 pub mod remote;
+pub mod remote_ops;
 pub mod stats;
 pub mod stream;
 
