@@ -3,6 +3,7 @@
 //! when dropped, however the connection ends.
 
 use crate::channels::{ChannelInfo, ChannelTotals};
+use amq_protocol::types::FieldTable;
 use dashmap::DashMap;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
@@ -24,10 +25,12 @@ pub struct ConnectionInfo {
     pub peer: SocketAddr,
     /// The broker's address of the connection.
     pub local: SocketAddr,
-    /// Whether it came over TLS.
-    pub tls: bool,
+    /// What TLS negotiated, when it came over TLS.
+    pub tls: Option<Arc<TlsInfo>>,
     /// The `connection_name` client property, if the client set one.
     pub client_name: Option<String>,
+    /// Every client property it sent in connection.start-ok.
+    pub client_properties: FieldTable,
     /// When connection.open succeeded.
     pub opened_at: SystemTime,
     /// SASL mechanism it logged in with.
@@ -97,10 +100,12 @@ pub struct NewConnection {
     pub peer: SocketAddr,
     /// The broker's address of the connection.
     pub local: SocketAddr,
-    /// Whether it came over TLS.
-    pub tls: bool,
+    /// What TLS negotiated, when it came over TLS.
+    pub tls: Option<Arc<TlsInfo>>,
     /// The `connection_name` client property.
     pub client_name: Option<String>,
+    /// Every client property.
+    pub client_properties: FieldTable,
     /// SASL mechanism.
     pub mechanism: String,
     /// Negotiated heartbeat (s).
@@ -109,6 +114,33 @@ pub struct NewConnection {
     pub frame_max: u32,
     /// Negotiated channel_max.
     pub channel_max: u16,
+}
+
+/// What a TLS connection negotiated, in RabbitMQ's terms (its `ssl_*` and `peer_cert_*`
+/// connection items).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TlsInfo {
+    /// "tlsv1.3" or "tlsv1.2".
+    pub protocol: &'static str,
+    /// The bulk cipher: "aes_256_gcm", "aes_128_gcm", "chacha20_poly1305".
+    pub cipher: &'static str,
+    /// "any" under TLS 1.3, else "ecdhe_rsa" or "ecdhe_ecdsa".
+    pub key_exchange: &'static str,
+    /// The MAC: "aead" for every suite rustls offers.
+    pub hash: &'static str,
+    /// The client's certificate, when it sent one.
+    pub peer_cert: Option<PeerCert>,
+}
+
+/// A client certificate as RabbitMQ shows it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PeerCert {
+    /// Subject DN ("O=Example,CN=client").
+    pub subject: String,
+    /// Issuer DN.
+    pub issuer: String,
+    /// "2026-12-06T03:14:15Z - 2027-01-05T03:14:15Z".
+    pub validity: String,
 }
 
 /// Open connections.
@@ -140,6 +172,7 @@ impl Connections {
             local: new.local,
             tls: new.tls,
             client_name: new.client_name,
+            client_properties: new.client_properties,
             opened_at: SystemTime::now(),
             mechanism: new.mechanism,
             heartbeat: new.heartbeat,
@@ -272,8 +305,9 @@ mod tests {
             vhost: "/".into(),
             peer: SocketAddr::from(([127, 0, 0, 1], 1000)),
             local: SocketAddr::from(([127, 0, 0, 1], 5672)),
-            tls: false,
+            tls: None,
             client_name: None,
+            client_properties: FieldTable::default(),
             mechanism: "PLAIN".into(),
             heartbeat: 60,
             frame_max: 131_072,

@@ -40,7 +40,12 @@ fn value_json(v: &AMQPValue) -> Value {
         AMQPValue::LongLongInt(n) => json!(n),
         AMQPValue::Float(n) => json!(n),
         AMQPValue::Double(n) => json!(n),
-        other => json!(format!("{other:?}")),
+        AMQPValue::DecimalValue(d) => json!(f64::from(d.value) / 10f64.powi(i32::from(d.scale))),
+        AMQPValue::Timestamp(t) => json!(t),
+        AMQPValue::FieldTable(t) => table_json(t),
+        AMQPValue::FieldArray(a) => Value::Array(a.as_slice().iter().map(value_json).collect()),
+        AMQPValue::ByteArray(b) => json!(String::from_utf8_lossy(b.as_slice())),
+        AMQPValue::Void => Value::Null,
     }
 }
 
@@ -52,7 +57,11 @@ fn json_value(v: &Value) -> Option<AMQPValue> {
             None => AMQPValue::Double(n.as_f64()?),
         },
         Value::String(s) => AMQPValue::LongString(LongString::from(s.as_bytes().to_vec())),
-        _ => return None,
+        Value::Array(a) => {
+            AMQPValue::FieldArray(a.iter().map(json_value).collect::<Option<Vec<_>>>()?.into())
+        }
+        Value::Object(o) => AMQPValue::FieldTable(json_table(o.iter()).ok()?),
+        Value::Null => AMQPValue::Void,
     })
 }
 
@@ -136,5 +145,38 @@ mod time_tests {
             super::rfc3339_ms(951_782_400_000),
             "2000-02-29T00:00:00.000+00:00"
         );
+    }
+}
+
+#[cfg(test)]
+mod table_tests {
+    use super::*;
+    use amq_protocol::types::{FieldArray, ShortString};
+
+    #[test]
+    fn nested_tables_and_arrays_stay_structured() {
+        let mut caps = FieldTable::default();
+        caps.insert(
+            ShortString::from("publisher_confirms"),
+            AMQPValue::Boolean(true),
+        );
+        let mut t = FieldTable::default();
+        t.insert(
+            ShortString::from("capabilities"),
+            AMQPValue::FieldTable(caps),
+        );
+        t.insert(
+            ShortString::from("list"),
+            AMQPValue::FieldArray(FieldArray::from(vec![
+                AMQPValue::LongInt(1),
+                AMQPValue::Void,
+            ])),
+        );
+        t.insert(ShortString::from("at"), AMQPValue::Timestamp(1_700_000_000));
+        let shown = json!({"capabilities": {"publisher_confirms": true}, "list": [1, null], "at": 1_700_000_000});
+        assert_eq!(table_json(&t), shown);
+        // And back, as definitions import them.
+        let back = json_table(shown.as_object().expect("object").iter()).expect("table");
+        assert_eq!(table_json(&back), shown);
     }
 }

@@ -5,6 +5,7 @@
 //! mechanism: its subject DN in RabbitMQ's RFC 4514 form, or its CN.
 
 use crate::config::{CertLoginFrom, Config};
+use crate::connections::{PeerCert, TlsInfo};
 use std::path::Path;
 use std::sync::Arc;
 use tokio_rustls::rustls::pki_types::pem::PemObject;
@@ -173,6 +174,84 @@ pub fn cert_user_name(der: &[u8], from: CertLoginFrom) -> Option<String> {
     }
 }
 
+/// What a finished server handshake negotiated, in RabbitMQ's terms (for the management API).
+pub fn session_info(conn: &tokio_rustls::rustls::ServerConnection) -> TlsInfo {
+    use tokio_rustls::rustls::ProtocolVersion;
+    let protocol = match conn.protocol_version() {
+        Some(ProtocolVersion::TLSv1_3) => "tlsv1.3",
+        Some(ProtocolVersion::TLSv1_2) => "tlsv1.2",
+        _ => "unknown",
+    };
+    let suite = conn
+        .negotiated_cipher_suite()
+        .and_then(|s| s.suite().as_str())
+        .unwrap_or("");
+    let (key_exchange, cipher) = suite_terms(suite);
+    TlsInfo {
+        protocol,
+        cipher,
+        key_exchange,
+        hash: "aead",
+        peer_cert: conn
+            .peer_certificates()
+            .and_then(|chain| chain.first())
+            .and_then(|der| peer_cert(der)),
+    }
+}
+
+/// The key exchange and bulk cipher of an IANA suite name ("TLS13_AES_256_GCM_SHA384",
+/// "TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256") as Erlang's ssl names them.
+fn suite_terms(suite: &str) -> (&'static str, &'static str) {
+    let key_exchange = if suite.starts_with("TLS13_") {
+        "any"
+    } else if suite.contains("_ECDHE_RSA_") {
+        "ecdhe_rsa"
+    } else if suite.contains("_ECDHE_ECDSA_") {
+        "ecdhe_ecdsa"
+    } else {
+        "unknown"
+    };
+    let cipher = if suite.contains("AES_256_GCM") {
+        "aes_256_gcm"
+    } else if suite.contains("AES_128_GCM") {
+        "aes_128_gcm"
+    } else if suite.contains("CHACHA20_POLY1305") {
+        "chacha20_poly1305"
+    } else {
+        "unknown"
+    };
+    (key_exchange, cipher)
+}
+
+/// Subject, issuer and validity of a DER certificate, as RabbitMQ prints them.
+fn peer_cert(der: &[u8]) -> Option<PeerCert> {
+    let (_, cert) = x509_parser::parse_x509_certificate(der).ok()?;
+    let validity = cert.validity();
+    Some(PeerCert {
+        subject: distinguished_name(cert.subject()),
+        issuer: distinguished_name(cert.issuer()),
+        validity: format!(
+            "{} - {}",
+            utc(&validity.not_before),
+            utc(&validity.not_after)
+        ),
+    })
+}
+
+/// "2026-12-06T03:14:15Z".
+fn utc(t: &x509_parser::time::ASN1Time) -> String {
+    let t = t.to_datetime();
+    format!(
+        "{:04}-{:02}-{:02}T{:02}:{:02}:{:02}Z",
+        t.year(),
+        u8::from(t.month()),
+        t.day(),
+        t.hour(),
+        t.minute(),
+        t.second()
+    )
+}
+
 /// RFC 4514 form, most specific RDN first ("CN=client,O=Example"), as RabbitMQ prints it.
 fn distinguished_name(name: &x509_parser::x509::X509Name<'_>) -> String {
     let registry = x509_parser::objects::oid_registry();
@@ -252,6 +331,42 @@ mod tests {
         assert_eq!(
             cert_user_name(b"not a certificate", CertLoginFrom::CommonName),
             None
+        );
+    }
+
+    #[test]
+    fn suites_in_erlang_terms() {
+        assert_eq!(
+            suite_terms("TLS13_AES_256_GCM_SHA384"),
+            ("any", "aes_256_gcm")
+        );
+        assert_eq!(
+            suite_terms("TLS13_CHACHA20_POLY1305_SHA256"),
+            ("any", "chacha20_poly1305")
+        );
+        assert_eq!(
+            suite_terms("TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256"),
+            ("ecdhe_rsa", "aes_128_gcm")
+        );
+        assert_eq!(
+            suite_terms("TLS_ECDHE_ECDSA_WITH_AES_256_GCM_SHA384"),
+            ("ecdhe_ecdsa", "aes_256_gcm")
+        );
+    }
+
+    #[test]
+    fn a_peer_certificate_as_rabbitmq_prints_it() {
+        let der = cert(&[
+            (rcgen::DnType::CommonName, "client"),
+            (rcgen::DnType::OrganizationName, "Example"),
+        ]);
+        let p = peer_cert(&der).expect("parsed");
+        assert_eq!(p.subject, "O=Example,CN=client");
+        let (from, to) = p.validity.split_once(" - ").expect("range");
+        assert!(
+            from.len() == 20 && from.ends_with('Z') && from < to,
+            "{}",
+            p.validity
         );
     }
 

@@ -392,6 +392,39 @@ async fn the_log_survives_a_restart_and_retention_drops_whole_segments() {
         .as_u64()
         .expect("size");
     assert!(size <= 6000 + 2000, "{size} bytes kept");
+
+    // The API shows where the log stands: RabbitMQ 4.x's committed_offset (the newest chunk's
+    // first offset), segments, members and readers, and Warren's first and last offsets.
+    let q = queue_json(&b, "bounded").await;
+    assert_eq!(q["type"], "stream", "{q}");
+    assert_eq!(q["first_offset"].as_i64(), Some(first), "{q}");
+    assert_eq!(q["last_offset"], 199, "{q}");
+    let committed = q["committed_offset"].as_i64().expect("committed_offset");
+    assert!((first..=199).contains(&committed), "{q}");
+    assert!(q["segments"].as_u64().expect("segments") >= 2, "{q}");
+    let node = q["node"].as_str().expect("node");
+    assert_eq!(q["leader"], node, "{q}");
+    assert_eq!(q["members"], serde_json::json!([node]), "{q}");
+    assert_eq!(q["readers"][node], 1, "{q}");
+    // `last` starts at that chunk.
+    let ch = fresh(&c).await;
+    qos(&ch, 200).await;
+    let mut last = consume(&ch, "bounded", Some(AMQPValue::LongString("last".into())))
+        .await
+        .expect("consume");
+    assert_eq!(take(&mut last).await.1, committed);
+    // An empty log has no last or committed offset.
+    declare(&ch, "empty", &[]).await.expect("declare");
+    let q = queue_json(&b, "empty").await;
+    assert!(
+        q["last_offset"].is_null() && q["committed_offset"].is_null(),
+        "{q}"
+    );
+    assert_eq!(
+        (q["first_offset"].as_u64(), q["segments"].as_u64()),
+        (Some(0), Some(1)),
+        "{q}"
+    );
 }
 
 #[tokio::test]

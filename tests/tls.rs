@@ -301,6 +301,85 @@ async fn clients_without_a_certificate_can_be_refused() {
     round_trip(&conn, "required").await;
 }
 
+#[tokio::test]
+async fn the_api_shows_what_tls_negotiated_and_the_client_properties() {
+    let t = start_tls(|_| {}).await;
+    let _with_cert = t
+        .connect("", Some(&t.pki.client))
+        .await
+        .expect("mutual TLS");
+    let _server_only = t.connect("", None).await.expect("server-only TLS");
+    let (_plain, _ch) = t.b.channel().await;
+    let r = common::http::request(
+        t.b.server.http_addr,
+        "GET",
+        "/api/connections",
+        Some(("guest", "guest")),
+        None,
+    )
+    .await;
+    assert_eq!(r.status, 200, "{}", r.body);
+    let list = r.json();
+    let list = list.as_array().expect("array");
+    assert_eq!(list.len(), 3, "{list:?}");
+    let tls: Vec<&serde_json::Value> = list.iter().filter(|c| c["ssl"] == true).collect();
+    assert_eq!(tls.len(), 2, "{list:?}");
+    for c in &tls {
+        // rustls and lapin settle on TLS 1.3, which Erlang's ssl reports with key exchange
+        // "any" and MAC "aead".
+        assert_eq!(c["ssl_protocol"], "tlsv1.3", "{c}");
+        assert_eq!(c["ssl_key_exchange"], "any", "{c}");
+        assert_eq!(c["ssl_hash"], "aead", "{c}");
+        let cipher = c["ssl_cipher"].as_str().expect("cipher");
+        assert!(
+            ["aes_256_gcm", "aes_128_gcm", "chacha20_poly1305"].contains(&cipher),
+            "{c}"
+        );
+    }
+    let with_cert = tls
+        .iter()
+        .find(|c| !c["peer_cert_subject"].is_null())
+        .expect("the mutual-TLS connection");
+    assert_eq!(with_cert["peer_cert_subject"], CLIENT_DN);
+    assert_eq!(with_cert["peer_cert_issuer"], "CN=Warren test CA");
+    let validity = with_cert["peer_cert_validity"].as_str().expect("validity");
+    let (from, to) = validity.split_once(" - ").expect("two dates");
+    for date in [from, to] {
+        assert_eq!(date.len(), 20, "{validity}");
+        assert!(
+            date.ends_with('Z') && date.as_bytes()[10] == b'T',
+            "{validity}"
+        );
+    }
+    assert!(from < to, "{validity}");
+    let server_only = tls
+        .iter()
+        .find(|c| c["peer_cert_subject"].is_null())
+        .expect("the server-only connection");
+    assert!(server_only["peer_cert_issuer"].is_null());
+    assert!(server_only["peer_cert_validity"].is_null());
+    let plain = list.iter().find(|c| c["ssl"] == false).expect("plain");
+    for key in [
+        "ssl_protocol",
+        "ssl_cipher",
+        "ssl_key_exchange",
+        "ssl_hash",
+        "peer_cert_subject",
+        "peer_cert_issuer",
+        "peer_cert_validity",
+    ] {
+        assert!(plain[key].is_null(), "{key}: {plain}");
+    }
+    // Every client property, nested tables as objects, as RabbitMQ shows them.
+    let props = &plain["client_properties"];
+    assert!(props["product"].is_string(), "{props}");
+    assert_eq!(props["capabilities"]["publisher_confirms"], true, "{props}");
+    assert_eq!(
+        props["capabilities"]["consumer_cancel_notify"], true,
+        "{props}"
+    );
+}
+
 /// GET over HTTPS, trusting the test CA; returns the whole response.
 async fn https_get(t: &TlsBroker, addr: std::net::SocketAddr, path: &str) -> String {
     use tokio_rustls::rustls;

@@ -222,6 +222,35 @@ async fn an_administrator_manages_the_broker_through_the_ui() {
     .await
     .expect("publish");
     browser.wait_text("#queue-total", "1").await;
+    // A stream's page shows where its log stands, and offers no get or purge.
+    let (status, _) = api(
+        &b,
+        "PUT",
+        "/api/queues/%2F/ui-stream",
+        Some(r#"{"durable":true,"arguments":{"x-queue-type":"stream"}}"#),
+    )
+    .await;
+    assert_eq!(status, 201);
+    browser.open(&format!("{url}/#/queues/%2F/ui-stream")).await;
+    browser.wait_text("#stream-last", "empty").await;
+    for _ in 0..3 {
+        ch.basic_publish(
+            "".into(),
+            "ui-stream".into(),
+            Default::default(),
+            b"s",
+            Default::default(),
+        )
+        .await
+        .expect("publish");
+    }
+    browser.wait_text("#stream-last", "2").await;
+    browser.wait_text("#stream-first", "0").await;
+    assert!(browser
+        .client
+        .find(fantoccini::Locator::Css("#purge"))
+        .await
+        .is_err());
     browser.open(&format!("{url}/#/queues")).await;
     browser.wait_text("#queues", "live").await;
     shot(&browser, "queues", "body").await;
@@ -267,6 +296,11 @@ async fn an_administrator_manages_the_broker_through_the_ui() {
         .open(&format!("{url}/#/connections/{}", urlencode(&newest)))
         .await;
     browser.wait_text("#connection-details", "guest").await;
+    // Every client property lapin sent, its capabilities table included.
+    browser
+        .wait_text("#connection-client", "publisher_confirms")
+        .await;
+    browser.wait_text("#connection-client", "lapin").await;
     browser
         .type_into("#close-reason", "closed from the UI test")
         .await;

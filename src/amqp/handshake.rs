@@ -22,8 +22,8 @@ pub(crate) struct Peer {
     pub addr: std::net::SocketAddr,
     /// The broker's end of the connection.
     pub local: std::net::SocketAddr,
-    /// Whether the connection came over TLS.
-    pub tls: bool,
+    /// What TLS negotiated, when the connection came over TLS.
+    pub tls: Option<std::sync::Arc<crate::connections::TlsInfo>>,
     /// The user a verified TLS client certificate names (for EXTERNAL).
     pub cert_user: Option<String>,
 }
@@ -348,8 +348,9 @@ pub(crate) async fn negotiate<R: AsyncRead + Unpin, W: AsyncWrite + Unpin>(
         vhost: vhost.name.clone(),
         peer: peer.addr,
         local: peer.local,
-        tls: peer.tls,
+        tls: peer.tls.clone(),
         client_name: client_name(&start_ok.client_properties),
+        client_properties: start_ok.client_properties,
         mechanism: mechanism.clone(),
         heartbeat: tune_ok.heartbeat,
         frame_max,

@@ -59,7 +59,7 @@ pub async fn serve(
                     match &tls {
                         None => {
                             let (rd, wr) = socket.into_split();
-                            let peer = Peer { addr, local, tls: false, cert_user: None };
+                            let peer = Peer { addr, local, tls: None, cert_user: None };
                             conns.spawn(handle(rd, wr, peer, deadline, broker, shutdown));
                         }
                         Some(acceptor) => {
@@ -93,7 +93,7 @@ where
     let peer = Peer {
         addr,
         local: addr,
-        tls: false,
+        tls: None,
         cert_user: None,
     };
     let (_never, shutdown) = watch::channel(false);
@@ -117,17 +117,17 @@ async fn handle_tls(
         }
         Err(_) => return,
     };
-    let cert_user = stream
-        .get_ref()
-        .1
+    let session = stream.get_ref().1;
+    let cert_user = session
         .peer_certificates()
         .and_then(|chain| chain.first())
         .and_then(|cert| crate::tls::cert_user_name(cert, broker.config.ssl_cert_login_from));
+    let tls = Some(Arc::new(crate::tls::session_info(session)));
     let (rd, wr) = tokio::io::split(stream);
     let peer = Peer {
         addr,
         local,
-        tls: true,
+        tls,
         cert_user,
     };
     handle(rd, wr, peer, deadline, broker, shutdown).await;

@@ -25,10 +25,8 @@ pub(crate) fn connection_json(b: &AppState, c: &ConnectionInfo) -> Value {
         .duration_since(UNIX_EPOCH)
         .map(|d| d.as_millis() as u64)
         .unwrap_or(0);
-    let mut client_properties = serde_json::Map::new();
-    if let Some(n) = &c.client_name {
-        client_properties.insert("connection_name".into(), json!(n));
-    }
+    let tls = c.tls.as_deref();
+    let cert = tls.and_then(|t| t.peer_cert.as_ref());
     json!({
         "name": c.name(),
         "node": super::node_name(b),
@@ -38,7 +36,14 @@ pub(crate) fn connection_json(b: &AppState, c: &ConnectionInfo) -> Value {
         "peer_port": c.peer.port(),
         "host": c.local.ip().to_string(),
         "port": c.local.port(),
-        "ssl": c.tls,
+        "ssl": tls.is_some(),
+        "ssl_protocol": tls.map(|t| t.protocol),
+        "ssl_cipher": tls.map(|t| t.cipher),
+        "ssl_key_exchange": tls.map(|t| t.key_exchange),
+        "ssl_hash": tls.map(|t| t.hash),
+        "peer_cert_subject": cert.map(|p| &p.subject),
+        "peer_cert_issuer": cert.map(|p| &p.issuer),
+        "peer_cert_validity": cert.map(|p| &p.validity),
         "protocol": "AMQP 0-9-1",
         "auth_mechanism": c.mechanism,
         "state": "running",
@@ -48,7 +53,7 @@ pub(crate) fn connection_json(b: &AppState, c: &ConnectionInfo) -> Value {
         "timeout": c.heartbeat,
         "frame_max": c.frame_max,
         "channel_max": c.channel_max,
-        "client_properties": client_properties,
+        "client_properties": crate::json::table_json(&c.client_properties),
         "user_provided_name": c.client_name,
     })
 }

@@ -21,7 +21,36 @@ const HTTP_CONNECTION: u64 = 0;
 
 async fn describe(b: &AppState, q: &QueueRef) -> Value {
     let info = q.info().await.unwrap_or_default();
-    with_quorum(b, q, describe_with(q, &info, &super::node_name(b)))
+    rendered(b, q, &info, &super::node_name(b))
+}
+
+/// `q` in RabbitMQ's JSON with its type's specifics.
+fn rendered(b: &AppState, q: &QueueRef, info: &crate::queue::QueueInfo, node: &str) -> Value {
+    let v = describe_with(q, info, node);
+    match &info.stream {
+        Some(log) => with_stream(v, log, q.home.as_deref().unwrap_or(node), info.consumers),
+        None => with_quorum(b, q, v),
+    }
+}
+
+/// A stream's `leader`, `members`, `online`, `readers`, `committed_offset` and `segments` as
+/// RabbitMQ 4.x shows them (one member: streams are not replicated yet), and Warren's
+/// `first_offset` and `last_offset` (the newest record's; null while empty).
+fn with_stream(mut v: Value, log: &crate::queue::StreamOffsets, node: &str, readers: u32) -> Value {
+    if let Some(o) = v.as_object_mut() {
+        o.insert("leader".into(), json!(node));
+        o.insert("members".into(), json!([node]));
+        o.insert("online".into(), json!([node]));
+        o.insert("readers".into(), json!({ node: readers }));
+        o.insert("committed_offset".into(), json!(log.committed_chunk));
+        o.insert("segments".into(), json!(log.segments));
+        o.insert("first_offset".into(), json!(log.first));
+        o.insert(
+            "last_offset".into(),
+            json!((log.next > log.first).then(|| log.next - 1)),
+        );
+    }
+    v
 }
 
 /// A quorum queue's `leader`, `members`, `online` and `state` (`minority` when no majority of
@@ -126,7 +155,7 @@ async fn render(b: &AppState, queues: &[QueueRef]) -> Vec<Value> {
     queues
         .iter()
         .zip(&infos)
-        .map(|(q, info)| with_quorum(b, q, describe_with(q, info, &node)))
+        .map(|(q, info)| rendered(b, q, info, &node))
         .collect()
 }
 

@@ -171,6 +171,24 @@ pub struct QueueInfo {
     pub head_message_timestamp: Option<u64>,
     /// Message counters and rates.
     pub message_stats: stats::MessageStats,
+    /// A stream's log: its offsets and segments.
+    pub stream: Option<StreamOffsets>,
+}
+
+/// Where a stream's log stands, for the management API.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct StreamOffsets {
+    /// The oldest offset kept.
+    pub first: u64,
+    /// The offset the next record gets; every record before it is on disk.
+    pub next: u64,
+    /// The first offset of the newest committed chunk (osiris's `committed_offset`), None
+    /// while the log is empty.
+    pub committed_chunk: Option<u64>,
+    /// Segment files kept, the one being written included.
+    pub segments: usize,
+    /// Bytes in segment files.
+    pub bytes: u64,
 }
 
 /// A consumer as the management API shows it.

@@ -96,8 +96,10 @@ export async function renderOne(main, [name]) {
       ['Virtual host', c.vhost], ['User', c.user], ['State', c.state], ['Protocol', c.protocol],
       ['Client', `${c.peer_host}:${c.peer_port}`], ['Connected at', c.connected_at ? new Date(c.connected_at).toISOString() : ''],
       ['Heartbeat', `${c.timeout} s`], ['Frame max', num(c.frame_max)], ['Channel max', num(c.channel_max)],
-      ['Authentication', c.auth_mechanism], ['TLS', c.ssl ? `${c.ssl_protocol || ''} ${c.ssl_cipher || ''}` : 'no'],
-      c.peer_cert_subject ? ['Peer certificate', c.peer_cert_subject] : null,
+      ['Authentication', c.auth_mechanism], ['TLS', c.ssl ? c.ssl_protocol : 'no'],
+      ...(c.ssl ? [['Cipher', c.ssl_cipher], ['Key exchange', c.ssl_key_exchange], ['MAC', c.ssl_hash]] : []),
+      ...(c.peer_cert_subject ? [['Peer certificate subject', c.peer_cert_subject],
+        ['Peer certificate issuer', c.peer_cert_issuer], ['Peer certificate validity', c.peer_cert_validity]] : []),
     ]));
     fill(client, json(c.client_properties));
     fill(channels, table(CHANNEL_COLUMNS, await api('GET', `${base}/channels`), {empty: 'No channels.'}));

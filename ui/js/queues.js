@@ -101,6 +101,13 @@ export async function renderOne(main, [vhost, name]) {
       q.leader ? ['Leader', q.leader] : null, q.node ? ['Node', q.node] : null,
       Array.isArray(q.members) ? ['Members', q.members.join(', ')] : null,
       Array.isArray(q.online) ? ['Online', q.online.join(', ')] : null,
+      ...(q.type === 'stream' ? [
+        ['First offset', h('span', {id: 'stream-first'}, String(q.first_offset ?? ''))],
+        ['Last offset', h('span', {id: 'stream-last'}, q.last_offset == null ? 'empty' : String(q.last_offset))],
+        ['Committed chunk', q.committed_offset == null ? 'none' : String(q.committed_offset)],
+        ['Segments', num(q.segments)],
+        ['Readers', Object.entries(q.readers || {}).map(([n, r]) => `${n}: ${r}`).join(', ')],
+      ] : []),
     ]));
     fill(consumers, table([
       ['Channel', c => c.channel_details ? c.channel_details.name : ''],

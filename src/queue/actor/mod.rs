@@ -386,6 +386,7 @@ impl QueueActor {
                 .and_then(|r| r.msg.as_ref())
                 .and_then(|m| *m.properties().timestamp()),
             message_stats: self.stats.snapshot(),
+            stream: None,
         }
     }
 

@@ -49,6 +49,9 @@ struct StreamQueue {
     committed: u64,
     /// The oldest offset kept (as of the last time the log was here).
     first: u64,
+    /// The log's offsets and size as of the last time it was here (for the management API,
+    /// which must not wait for a write).
+    facts: super::StreamOffsets,
     /// Chunks gathered for the next write, and their publishers' tokens.
     chunks: Vec<ChunkBuilder>,
     tokens: Vec<ConfirmToken>,
@@ -92,6 +95,7 @@ pub(super) fn start<H: super::QueueHost>(shared: QueueRef, host: &Arc<H>, rx: Ma
     };
     let committed = log.as_ref().map_or(0, |l| l.next_offset());
     let first = log.as_ref().map_or(0, |l| l.first_offset());
+    let facts = log.as_ref().map(facts_of).unwrap_or_default();
     let q = StreamQueue {
         broken: log.is_none(),
         shared,
@@ -100,6 +104,7 @@ pub(super) fn start<H: super::QueueHost>(shared: QueueRef, host: &Arc<H>, rx: Ma
         log,
         committed,
         first,
+        facts,
         chunks: Vec::new(),
         tokens: Vec::new(),
         consumers: Vec::new(),
@@ -111,6 +116,18 @@ pub(super) fn start<H: super::QueueHost>(shared: QueueRef, host: &Arc<H>, rx: Ma
         deleting: None,
     };
     tokio::spawn(q.run(rx));
+}
+
+/// Where `log` stands (its last chunk counts as committed: called when no write is under way
+/// or after one was synced).
+fn facts_of(log: &StreamLog) -> super::StreamOffsets {
+    super::StreamOffsets {
+        first: log.first_offset(),
+        next: log.next_offset(),
+        committed_chunk: log.last_chunk().map(|(id, _)| id),
+        segments: log.segments(),
+        bytes: log.size_bytes(),
+    }
 }
 
 /// Waits for the write under way (forever when there is none): its outcome and its tokens.
@@ -219,6 +236,7 @@ impl StreamQueue {
             Ok((log, outcome)) => {
                 self.committed = log.next_offset();
                 self.first = log.first_offset();
+                self.facts = facts_of(&log);
                 self.log = Some(log);
                 match outcome {
                     Ok(()) => true,
@@ -365,6 +383,7 @@ impl StreamQueue {
                 tracing::error!(queue = %self.shared.name, error = %e, "stream retention failed");
             }
             self.first = log.first_offset();
+            self.facts = facts_of(log);
         }
     }
 
@@ -395,12 +414,12 @@ impl StreamQueue {
     }
 
     fn info(&self) -> super::QueueInfo {
-        let bytes = self.log.as_ref().map_or(0, |l| l.size_bytes());
         super::QueueInfo {
             messages_ready: self.messages().min(u64::from(u32::MAX)) as u32,
             messages_unacknowledged: self.unacked.len() as u32,
             consumers: self.consumers.len() as u32,
-            message_bytes_ready: bytes,
+            message_bytes_ready: self.facts.bytes,
+            stream: Some(self.facts),
             last_activity: self.last_activity,
             message_stats: self.stats.snapshot(),
             ..Default::default()
