@@ -261,6 +261,15 @@ async fn an_administrator_manages_the_broker_through_the_ui() {
         tokio::time::sleep(std::time::Duration::from_secs(16)).await;
     }
     shot(&browser, "overview", "body").await;
+    // An administrator renames the cluster; the overview shows the new name.
+    browser.type_into("#cluster-name-input", "ui-cluster").await;
+    browser.click("#cluster-rename button").await;
+    browser.wait_text("#notice-text", "ui-cluster").await;
+    assert_eq!(
+        api(&b, "GET", "/api/cluster-name", None).await.1["name"],
+        "ui-cluster"
+    );
+    browser.wait_text("#cluster-name", "Cluster ui-cluster").await;
     browser.open(&format!("{url}/#/connections")).await;
     browser.wait_text("#connections", "guest").await;
     shot(&browser, "connections", "body").await;
@@ -376,6 +385,8 @@ async fn a_monitoring_user_sees_no_buttons_that_would_fail() {
     let browser = Browser::start(1280, 800).await;
     browser.log_in(&url, "watcher", "watch").await;
     browser.wait_text("#session", "monitoring").await;
+    browser.wait_text("#totals", "Connections").await;
+    assert!(!browser.has("#cluster-rename").await, "rename offered to monitoring");
     browser.open(&format!("{url}/#/queues")).await;
     browser.wait_text("#queues", "watched").await;
     assert!(!browser.has("#add-queue").await, "add-queue form shown");

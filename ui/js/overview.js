@@ -22,7 +22,8 @@ export async function render(main) {
   const listeners = h('div', {id: 'listeners'});
   fill(main, h('h1', {}, 'Overview'), h('p', {class: 'crumbs', id: 'cluster-name'}),
     h('div', {class: 'charts'}, queued, rates), section('Totals', totals), section('Nodes', nodes),
-    section('Ports and contexts', listeners), me.admin ? section('Export and import definitions', definitions()) : null);
+    section('Ports and contexts', listeners), me.admin ? section('Cluster name', renameCluster()) : null,
+    me.admin ? section('Export and import definitions', definitions()) : null);
   const refresh = async () => {
     const o = await api('GET', '/overview');
     fill(main.querySelector('#cluster-name'), `Cluster ${o.cluster_name}, ${o.product_name} ${o.product_version} (RabbitMQ ${o.rabbitmq_version})`);
@@ -48,6 +49,18 @@ export async function render(main) {
   };
   await refresh();
   return refresh;
+}
+
+// Sets the cluster's name (PUT /api/cluster-name, administrators only, as in RabbitMQ).
+function renameCluster() {
+  const name = h('input', {id: 'cluster-name-input', required: true});
+  return h('form', {id: 'cluster-rename', onsubmit: e => {
+    e.preventDefault();
+    attempt(async () => {
+      await api('PUT', '/cluster-name', {name: name.value});
+      notice(`The cluster is now called ${name.value}.`);
+    });
+  }}, field('New name', name), h('button', {type: 'submit'}, 'Rename'));
 }
 
 function definitions() {
