@@ -62,15 +62,17 @@ def ensure_rabbitmq():
     # A system node the package may have started is left alone: ours runs on its own ports.
 
 
-def start_rabbitmq(base):
+def start_rabbitmq(base, plugins=(), conf=""):
+    """A RabbitMQ node on free ports with `plugins` enabled and `conf` appended to its
+    rabbitmq.conf; returns its process, AMQP port and version."""
     os.makedirs(base, exist_ok=True)
     port, dist, epmd = free_port(), free_port(), free_port()
     for d in ("mnesia", "log"):
         os.makedirs(os.path.join(base, d), exist_ok=True)
     with open(os.path.join(base, "enabled_plugins"), "w") as f:
-        f.write("[].\n")
+        f.write("[" + ",".join(plugins) + "].\n")
     with open(os.path.join(base, "rabbitmq.conf"), "w") as f:
-        f.write("loopback_users = none\n")
+        f.write("loopback_users = none\n" + conf)
     # Debian's rabbitmq-server drops root for the rabbitmq user, which must be able to write here.
     for d in (os.path.dirname(base), base, os.path.join(base, "mnesia"), os.path.join(base, "log")):
         os.chmod(d, 0o777)
@@ -81,7 +83,16 @@ def start_rabbitmq(base):
                RABBITMQ_CONFIG_FILE=os.path.join(base, "rabbitmq"), RABBITMQ_DIST_PORT=str(dist),
                ERL_EPMD_PORT=str(epmd), RABBITMQ_FEATURE_FLAGS_FILE=os.path.join(base, "mnesia", "ff"),
                HOME=base)
-    proc = subprocess.Popen(["rabbitmq-server"], env=env, stdout=open(os.path.join(base, "out.log"), "w"),
+    # Debian's wrapper switches to the rabbitmq user with `su`, whose PAM session lowers the
+    # open-files limit to 1024 (the package's systemd unit raises it to 65536): with 1,000
+    # connections the node runs out of descriptors. As root, switch users without PAM, keeping
+    # the limit this process has (raise_fd_limit).
+    direct = "/usr/lib/rabbitmq/bin/rabbitmq-server"
+    if os.geteuid() == 0 and shutil.which("setpriv") and os.path.exists(direct):
+        cmd = ["setpriv", "--reuid=rabbitmq", "--regid=rabbitmq", "--init-groups", direct]
+    else:
+        cmd = ["rabbitmq-server"]
+    proc = subprocess.Popen(cmd, env=env, cwd=base, stdout=open(os.path.join(base, "out.log"), "w"),
                             stderr=subprocess.STDOUT, start_new_session=True)
     if not wait_port(port, 120):
         raise SystemExit("RabbitMQ did not start; see " + os.path.join(base, "out.log"))

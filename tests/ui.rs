@@ -269,7 +269,9 @@ async fn an_administrator_manages_the_broker_through_the_ui() {
         api(&b, "GET", "/api/cluster-name", None).await.1["name"],
         "ui-cluster"
     );
-    browser.wait_text("#cluster-name", "Cluster ui-cluster").await;
+    browser
+        .wait_text("#cluster-name", "Cluster ui-cluster")
+        .await;
     browser.open(&format!("{url}/#/connections")).await;
     browser.wait_text("#connections", "guest").await;
     shot(&browser, "connections", "body").await;
@@ -386,7 +388,10 @@ async fn a_monitoring_user_sees_no_buttons_that_would_fail() {
     browser.log_in(&url, "watcher", "watch").await;
     browser.wait_text("#session", "monitoring").await;
     browser.wait_text("#totals", "Connections").await;
-    assert!(!browser.has("#cluster-rename").await, "rename offered to monitoring");
+    assert!(
+        !browser.has("#cluster-rename").await,
+        "rename offered to monitoring"
+    );
     browser.open(&format!("{url}/#/queues")).await;
     browser.wait_text("#queues", "watched").await;
     assert!(!browser.has("#add-queue").await, "add-queue form shown");

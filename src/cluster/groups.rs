@@ -567,34 +567,42 @@ impl Groups {
             .map(|e| (*e.key(), e.value().clone()))
             .collect();
         for (group, raft) in groups {
-            let (state, leader, voters) = {
+            // Cheap for the common cases (this node leads, or its leader answers): the voter
+            // list is built only when an election may be needed.
+            let (state, leader, formed) = {
                 let metrics = raft.metrics();
                 let m = metrics.borrow();
                 let membership = m.membership_config.membership();
-                let ids: Vec<NodeId> = membership.voter_ids().collect();
-                let voters: Vec<(NodeId, Member)> = membership
-                    .nodes()
-                    .filter(|(id, _)| ids.contains(id))
-                    .map(|(id, n)| (*id, n.clone()))
-                    .collect();
-                (m.state, m.current_leader, voters)
+                let leader = m
+                    .current_leader
+                    .filter(|l| membership.voter_ids().any(|v| v == *l));
+                (m.state, leader, membership.voter_ids().next().is_some())
             };
             if state == ServerState::Leader {
                 self.leaderless.remove(&group);
                 self.settle(group, &raft);
                 continue;
             }
-            if voters.is_empty() {
+            if !formed {
                 // Not formed yet: it learns its members from its leader's first append.
                 continue;
             }
-            let leader_node = leader.and_then(|l| voters.iter().find(|(id, _)| *id == l));
-            let leader_up = match leader_node {
-                Some((id, member)) => match alive.get(id) {
+            let leader_up = match leader {
+                Some(id) => match alive.get(&id) {
                     Some(up) => *up,
                     None => {
-                        let up = self.ping(*id, member).await;
-                        alive.insert(*id, up);
+                        let member = raft
+                            .metrics()
+                            .borrow()
+                            .membership_config
+                            .membership()
+                            .get_node(&id)
+                            .cloned();
+                        let up = match member {
+                            Some(member) => self.ping(id, &member).await,
+                            None => false,
+                        };
+                        alive.insert(id, up);
                         up
                     }
                 },
@@ -604,6 +612,15 @@ impl Groups {
                 self.leaderless.remove(&group);
                 continue;
             }
+            let voters: Vec<(NodeId, Member)> = {
+                let metrics = raft.metrics();
+                let m = metrics.borrow();
+                let membership = m.membership_config.membership();
+                membership
+                    .voter_ids()
+                    .filter_map(|id| membership.get_node(&id).map(|n| (id, n.clone())))
+                    .collect()
+            };
             self.maybe_elect(group, &raft, leader, &voters).await;
         }
     }

@@ -12,11 +12,11 @@ use serde::Deserialize;
 use serde_json::{json, Map, Value};
 use std::cmp::Ordering;
 
-/// The list parameters.
+/// The list parameters (a list handler may apply them itself, before it renders).
 #[derive(Debug, Default, Deserialize)]
-struct ListQuery {
-    sort: Option<String>,
-    sort_reverse: Option<bool>,
+pub(crate) struct ListQuery {
+    pub(crate) sort: Option<String>,
+    pub(crate) sort_reverse: Option<bool>,
     columns: Option<String>,
     page: Option<usize>,
     page_size: Option<usize>,
@@ -24,9 +24,99 @@ struct ListQuery {
     use_regex: Option<bool>,
 }
 
+/// A name filter.
+pub(crate) type Matcher = Box<dyn Fn(&str) -> bool + Send + Sync>;
+
+/// Which page of what size.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Page {
+    number: usize,
+    size: usize,
+}
+
 impl ListQuery {
     fn any(&self) -> bool {
         self.sort.is_some() || self.columns.is_some() || self.page.is_some()
+    }
+
+    /// The page asked for, if any; Err when its size is out of bounds.
+    pub(crate) fn page(&self) -> Result<Option<Page>, String> {
+        let Some(number) = self.page else {
+            return Ok(None);
+        };
+        let size = self.page_size.unwrap_or(100);
+        if size == 0 || size > MAX_PAGE_SIZE {
+            return Err(format!("page_size must be between 1 and {MAX_PAGE_SIZE}"));
+        }
+        Ok(Some(Page { number, size }))
+    }
+
+    /// The `name` filter of a paged request (a substring, any case, or a regex), if any;
+    /// Err for a regex that does not parse.
+    pub(crate) fn name_matcher(&self) -> Result<Option<Matcher>, String> {
+        let Some(name) = self
+            .name
+            .as_deref()
+            .filter(|n| !n.is_empty() && self.page.is_some())
+        else {
+            return Ok(None);
+        };
+        Ok(Some(if self.use_regex == Some(true) {
+            let re = regex::Regex::new(name).map_err(|e| e.to_string())?;
+            Box::new(move |s: &str| re.is_match(s))
+        } else {
+            let needle = name.to_lowercase();
+            Box::new(move |s: &str| s.to_lowercase().contains(&needle))
+        }))
+    }
+}
+
+/// The list parameters of a request, when it has any.
+pub(crate) fn query_of(uri: &axum::http::Uri) -> Option<ListQuery> {
+    Query::<ListQuery>::try_from_uri(uri)
+        .ok()
+        .map(|Query(q)| q)
+        .filter(ListQuery::any)
+}
+
+/// The range of `filtered` items page `p` shows; Err when it is past the last page.
+pub(crate) fn window(filtered: usize, p: Page) -> Result<std::ops::Range<usize>, String> {
+    let page_count = filtered.div_ceil(p.size);
+    if p.number == 0 || (p.number > page_count && page_count > 0) {
+        return Err("page_out_of_range".into());
+    }
+    let start = ((p.number - 1) * p.size).min(filtered);
+    Ok(start..(start + p.size).min(filtered))
+}
+
+/// RabbitMQ's paged object for the items of page `p` (columns applied here), `filtered` of
+/// `total` items passing the name filter.
+pub(crate) fn paged(
+    items: Vec<Value>,
+    q: &ListQuery,
+    p: Page,
+    filtered: usize,
+    total: usize,
+) -> Value {
+    let items = with_columns(items, q);
+    json!({
+        "filtered_count": filtered,
+        "item_count": items.len(),
+        "items": items,
+        "page": p.number,
+        "page_count": filtered.div_ceil(p.size),
+        "page_size": p.size,
+        "total_count": total,
+    })
+}
+
+fn with_columns(items: Vec<Value>, q: &ListQuery) -> Vec<Value> {
+    match &q.columns {
+        Some(cols) => {
+            let cols: Vec<&str> = cols.split(',').map(str::trim).collect();
+            items.iter().map(|i| keep_columns(i, &cols)).collect()
+        }
+        None => items,
     }
 }
 
@@ -87,68 +177,40 @@ fn bad(reason: &str) -> Response {
         .into_response()
 }
 
-/// Applies the list parameters to a JSON array.
-fn shape(mut items: Vec<Value>, q: &ListQuery) -> Result<Value, String> {
+/// Sorts `items` by the field `q.sort` names (stable), reversed on `sort_reverse`.
+pub(crate) fn sort_values(items: &mut [Value], q: &ListQuery) {
     if let Some(field) = &q.sort {
         items.sort_by(|a, b| compare(at(a, field), at(b, field)));
         if q.sort_reverse == Some(true) {
             items.reverse();
         }
     }
+}
+
+/// Applies the list parameters to a JSON array.
+pub(crate) fn shape(mut items: Vec<Value>, q: &ListQuery) -> Result<Value, String> {
+    sort_values(&mut items, q);
     let total = items.len();
-    if let Some(page) = q.page {
-        let size = q.page_size.unwrap_or(100);
-        if size == 0 || size > MAX_PAGE_SIZE {
-            return Err(format!("page_size must be between 1 and {MAX_PAGE_SIZE}"));
-        }
-        if let Some(name) = q.name.as_deref().filter(|n| !n.is_empty()) {
-            let matcher: Box<dyn Fn(&str) -> bool> = if q.use_regex == Some(true) {
-                let re = regex::Regex::new(name).map_err(|e| e.to_string())?;
-                Box::new(move |s| re.is_match(s))
-            } else {
-                let needle = name.to_lowercase();
-                Box::new(move |s| s.to_lowercase().contains(&needle))
-            };
+    if let Some(p) = q.page()? {
+        if let Some(matcher) = q.name_matcher()? {
             items.retain(|i| i.get("name").and_then(Value::as_str).is_some_and(&matcher));
         }
         let filtered = items.len();
-        let page_count = filtered.div_ceil(size);
-        if page == 0 || (page > page_count && page_count > 0) {
-            return Err("page_out_of_range".into());
-        }
-        let mut page_items: Vec<Value> = items
+        let range = window(filtered, p)?;
+        let page_items: Vec<Value> = items
             .into_iter()
-            .skip((page - 1) * size)
-            .take(size)
+            .skip(range.start)
+            .take(range.len())
             .collect();
-        if let Some(cols) = &q.columns {
-            let cols: Vec<&str> = cols.split(',').map(str::trim).collect();
-            page_items = page_items.iter().map(|i| keep_columns(i, &cols)).collect();
-        }
-        return Ok(json!({
-            "filtered_count": filtered,
-            "item_count": page_items.len(),
-            "items": page_items,
-            "page": page,
-            "page_count": page_count,
-            "page_size": size,
-            "total_count": total,
-        }));
+        return Ok(paged(page_items, q, p, filtered, total));
     }
-    if let Some(cols) = &q.columns {
-        let cols: Vec<&str> = cols.split(',').map(str::trim).collect();
-        items = items.iter().map(|i| keep_columns(i, &cols)).collect();
-    }
-    Ok(Value::Array(items))
+    Ok(Value::Array(with_columns(items, q)))
 }
 
 /// The middleware: rewrites successful JSON-array GET responses when list parameters are set.
 pub(crate) async fn list_parameters(req: Request, next: Next) -> Response {
-    let query = match (
-        req.method() == Method::GET,
-        Query::<ListQuery>::try_from_uri(req.uri()),
-    ) {
-        (true, Ok(Query(q))) if q.any() => q,
+    let query = match (req.method() == Method::GET, query_of(req.uri())) {
+        (true, Some(q)) => q,
         _ => return next.run(req).await,
     };
     let resp = next.run(req).await;
