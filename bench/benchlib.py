@@ -60,6 +60,33 @@ def ensure_rabbitmq():
         subprocess.run(["apt-get", "update", "-qq"], check=True, env=env)
         subprocess.run(["apt-get", "install", "-y", "-qq", "rabbitmq-server"], check=True, env=env)
     # A system node the package may have started is left alone: ours runs on its own ports.
+    allow_rabbitmq_fds()
+
+
+RABBITMQ_LIMITS = "/etc/security/limits.d/warren-bench-rabbitmq.conf"
+
+
+def allow_rabbitmq_fds():
+    """Debian's rabbitmq-server and ../shared/rabbitmq-cluster switch to the rabbitmq user with
+    su / runuser, whose PAM session sets the open-files limit to 1024 unless limits.d says
+    otherwise (the package's systemd unit gives 65536). A node with 1,000 connections or
+    1,000 quorum queues runs out of descriptors with 1024 (emfile; then every HTTP login
+    fails with an internal error). As root, give the rabbitmq user this process's hard limit."""
+    if os.geteuid() != 0:
+        return
+    hard = resource.getrlimit(resource.RLIMIT_NOFILE)[1]
+    if hard == resource.RLIM_INFINITY:
+        hard = 65536
+    want = f"rabbitmq soft nofile {hard}\nrabbitmq hard nofile {hard}\n"
+    try:
+        with open(RABBITMQ_LIMITS) as f:
+            if f.read() == want:
+                return
+    except OSError:
+        pass
+    os.makedirs(os.path.dirname(RABBITMQ_LIMITS), exist_ok=True)
+    with open(RABBITMQ_LIMITS, "w") as f:
+        f.write(want)
 
 
 def start_rabbitmq(base, plugins=(), conf=""):
@@ -83,16 +110,7 @@ def start_rabbitmq(base, plugins=(), conf=""):
                RABBITMQ_CONFIG_FILE=os.path.join(base, "rabbitmq"), RABBITMQ_DIST_PORT=str(dist),
                ERL_EPMD_PORT=str(epmd), RABBITMQ_FEATURE_FLAGS_FILE=os.path.join(base, "mnesia", "ff"),
                HOME=base)
-    # Debian's wrapper switches to the rabbitmq user with `su`, whose PAM session lowers the
-    # open-files limit to 1024 (the package's systemd unit raises it to 65536): with 1,000
-    # connections the node runs out of descriptors. As root, switch users without PAM, keeping
-    # the limit this process has (raise_fd_limit).
-    direct = "/usr/lib/rabbitmq/bin/rabbitmq-server"
-    if os.geteuid() == 0 and shutil.which("setpriv") and os.path.exists(direct):
-        cmd = ["setpriv", "--reuid=rabbitmq", "--regid=rabbitmq", "--init-groups", direct]
-    else:
-        cmd = ["rabbitmq-server"]
-    proc = subprocess.Popen(cmd, env=env, cwd=base, stdout=open(os.path.join(base, "out.log"), "w"),
+    proc = subprocess.Popen(["rabbitmq-server"], env=env, stdout=open(os.path.join(base, "out.log"), "w"),
                             stderr=subprocess.STDOUT, start_new_session=True)
     if not wait_port(port, 120):
         raise SystemExit("RabbitMQ did not start; see " + os.path.join(base, "out.log"))
