@@ -368,7 +368,7 @@ pub async fn run<T: Transfer>(
 }
 
 /// How long a stopped run waits for the destination to confirm what it published.
-const WIND_DOWN: Duration = Duration::from_secs(5);
+pub(crate) const WIND_DOWN: Duration = Duration::from_secs(5);
 
 /// A stopped run's last steps: what it had started to write goes out, the source is no
 /// longer read, the destination's confirms of what was published are awaited, up to

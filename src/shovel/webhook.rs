@@ -6,12 +6,12 @@
 //! 2xx acks the message at the source; 400 and 422 reject it (dead-lettered or dropped
 //! there); anything else, or no answer, ends the run: the source requeues what was not
 //! settled and the shovel tries again after its `reconnect-delay`. With `on-publish` any
-//! answer acks; with `no-ack` nothing is settled.
+//! answer acks; with `no-ack` nothing is settled. A paused, restarted or deleted shovel
+//! waits for the answer to the POST under way and settles it before its run ends.
 
 use crate::amqp::codec;
 use crate::client::consume::{drain, due, fill, silent, Assembler, Incoming};
-use crate::client::relay::AckMode;
-use crate::client::relay::{Counters, Ended};
+use crate::client::relay::{AckMode, Counters, Ended, WIND_DOWN};
 use crate::client::uri::percent_decode;
 use crate::client::Client;
 use amq_protocol::protocol::basic::{parse_properties, AMQPProperties};
@@ -323,21 +323,61 @@ pub async fn run(
                 counters.pending.store(0, Ordering::Relaxed);
                 sender = back;
                 let status = answer.map_err(|e| format!("{}: {e}", hook.shown))?;
-                match outcome(ack_mode, status, &hook.shown) {
-                    Outcome::Fail(reason) => return Err(reason),
-                    Outcome::Ack if ack_mode != AckMode::NoAck => {
-                        codec::encode_confirm(&mut out, 1, true, tag, false);
-                    }
-                    Outcome::Ack => {}
-                    Outcome::Reject => codec::encode_nack(&mut out, 1, tag, false, false),
-                }
+                settle(&mut out, ack_mode, tag, status, &hook.shown)?;
                 if let Some(left) = &mut remaining {
                     *left = left.saturating_sub(1);
                 }
             }
             _ = tick.tick() => {}
-            _ = stop.changed() => return Ok(Ended::Stopped),
+            _ = stop.changed() => {
+                wind_down(src, posting.take(), ack_mode, &hook.shown).await;
+                counters.pending.store(0, Ordering::Relaxed);
+                return Ok(Ended::Stopped);
+            }
         }
+    }
+}
+
+/// Writes to `out` how the source settles delivery `tag` after the webhook answered
+/// `status`; Err when the answer ends the run.
+fn settle(
+    out: &mut BytesMut,
+    ack_mode: AckMode,
+    tag: u64,
+    status: u16,
+    shown: &str,
+) -> Result<(), String> {
+    match outcome(ack_mode, status, shown) {
+        Outcome::Fail(reason) => return Err(reason),
+        Outcome::Ack if ack_mode != AckMode::NoAck => {
+            codec::encode_confirm(out, 1, true, tag, false);
+        }
+        Outcome::Ack => {}
+        Outcome::Reject => codec::encode_nack(out, 1, tag, false, false),
+    }
+    Ok(())
+}
+
+/// A stopped run's last step, as AMQP runs wind down: the POST under way gets its answer
+/// (within [`WIND_DOWN`]) and is settled at the source, so a message the webhook took is
+/// not requeued and posted again by the next run. What was received but not posted yet
+/// goes back to the source queue when the run's connection closes.
+async fn wind_down(
+    src: &mut Client,
+    posting: Option<(u64, Posting)>,
+    ack_mode: AckMode,
+    shown: &str,
+) {
+    let Some((tag, post)) = posting else {
+        return;
+    };
+    let deadline = Instant::now() + WIND_DOWN;
+    let Ok((Ok(status), _)) = tokio::time::timeout_at(deadline, post).await else {
+        return;
+    };
+    let mut out = BytesMut::new();
+    if settle(&mut out, ack_mode, tag, status, shown).is_ok() && !out.is_empty() {
+        let _ = tokio::time::timeout_at(deadline, src.wr.write_all_buf(&mut out)).await;
     }
 }
 
