@@ -30,6 +30,7 @@ mod ui;
 mod user_limits;
 mod users;
 mod vhosts;
+mod visibility;
 
 use crate::auth::User;
 use crate::broker::Broker;
@@ -181,6 +182,7 @@ struct LocalAdmin;
 pub(crate) const LOCAL_ADMIN: &str = "rabbitmq-cli";
 
 /// A user authenticated with HTTP basic auth whose tags allow the management API.
+#[derive(Clone)]
 pub(crate) struct Authenticated(pub User);
 
 impl FromRequestParts<AppState> for Authenticated {
@@ -188,6 +190,10 @@ impl FromRequestParts<AppState> for Authenticated {
 
     async fn from_request_parts(parts: &mut Parts, broker: &AppState) -> Result<Self, ApiError> {
         use base64::Engine;
+        if let Some(done) = parts.extensions.get::<Authenticated>() {
+            // Authenticated already by the visibility middleware.
+            return Ok(done.clone());
+        }
         if parts.extensions.get::<LocalAdmin>().is_some() {
             return Ok(Authenticated(User::new(
                 LOCAL_ADMIN,
@@ -593,6 +599,10 @@ pub fn router(broker: Arc<Broker>) -> Router {
             get(bindings::exchange_bindings),
         )
         .fallback(not_found)
+        .layer(axum::middleware::from_fn_with_state(
+            broker.clone(),
+            visibility::vhost_visibility,
+        ))
         .layer(axum::middleware::from_fn(listing::list_parameters))
         .layer(axum::middleware::from_fn(body_errors))
         .layer(axum::middleware::from_fn_with_state(

@@ -263,10 +263,16 @@ pub(crate) async fn home_one_json(b: &AppState, vhost: &str, name: &str) -> Valu
 
 pub(crate) async fn list_all(
     State(b): State<AppState>,
-    _: Authenticated,
+    Authenticated(user): Authenticated,
     uri: axum::http::Uri,
 ) -> Result<Json<Value>, ApiError> {
-    let queues = b.vhosts().iter().flat_map(|v| v.queues()).collect();
+    // Filtered here, not only by the visibility middleware: a page is cut in `list`.
+    let queues = b
+        .vhosts()
+        .iter()
+        .filter(|v| super::visibility::sees_vhost(&b, &user, &v.name))
+        .flat_map(|v| v.queues())
+        .collect();
     list(&b, queues, &uri).await
 }
 
