@@ -1,6 +1,6 @@
 """Helpers the bench scripts share: ports, file descriptors, starting a release Warren and a
 Debian RabbitMQ beside it, their CPU time and resident memory, and PNG charts (warren-plot)."""
-import json, os, platform, resource, shutil, signal, socket, subprocess, sys, time
+import json, os, platform, random, resource, shutil, signal, socket, subprocess, sys, time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 WARREN = os.path.join(ROOT, "target", "release", "warren")
@@ -18,7 +18,28 @@ def raise_fd_limit():
         pass
 
 
+def _ephemeral_range():
+    try:
+        with open("/proc/sys/net/ipv4/ip_local_port_range") as f:
+            low, high = (int(x) for x in f.read().split())
+            return low, high
+    except (OSError, ValueError):
+        return 32768, 60999
+
+
 def free_port():
+    """A free port below the kernel's ephemeral range: a broker restarted on it (a boot
+    measurement) must not find it taken by some client's outgoing connection meanwhile, as
+    a port the kernel handed out (bind to 0) can be."""
+    low, _ = _ephemeral_range()
+    for _ in range(200):
+        port = random.randrange(max(1024, low - 12000), low)
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return port
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]

@@ -7,12 +7,12 @@
 //! - groups send no heartbeats and never call elections on their own timers: a member that
 //!   finds its group's leader node down (one ping per node, not per group) or knows no leader
 //!   calls the election itself, members ranked per group so that one goes first
-//!   ([`supervise`](Groups::supervise));
+//!   ([`supervisor`]);
 //! - all groups share the node's inter-node connections ([`super::network`]).
 
 use super::error::ClusterError;
 use super::group_machine::GroupMachine;
-use super::group_types::{self as types, GroupCommand, GroupRaft, GroupReply};
+use super::group_types::{GroupCommand, GroupRaft, GroupReply};
 use super::log_store::LogStore;
 use super::messages::{GroupResponse, GroupRpc, MemberReport, Refused, Request, Response};
 use super::network::{NetworkFactory, Peers};
@@ -22,17 +22,14 @@ use crate::store::Store;
 use dashmap::DashMap;
 use openraft::error::RaftError;
 use openraft::ServerState;
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
+use supervisor::{PING_TIMEOUT, TICK};
 use tokio::time::Instant;
 
-/// How often the supervisor looks at every group this node is a member of.
-const TICK: Duration = Duration::from_millis(250);
-/// How long a leader node's ping may take before it counts as down.
-const PING_TIMEOUT: Duration = Duration::from_millis(250);
-/// How long each rank waits after the one before it before calling an election.
-const RANK_STEP: Duration = Duration::from_millis(500);
+mod supervisor;
+
 /// How long a new group's designated leader has before the others step in.
 const START_GRACE: Duration = Duration::from_secs(1);
 /// Raft's election timeout in the groups: with no timer-driven elections, it only bounds how
@@ -77,14 +74,6 @@ pub struct Groups {
     heard: DashMap<u64, Instant>,
     /// When these groups were started (the node's boot): what it heard before is forgotten.
     booted: Instant,
-}
-
-/// A rank of `id` among a group's members that differs from group to group, so the first to
-/// call an election is not always the same node.
-fn rank_key(group: u64, id: NodeId) -> u64 {
-    (group ^ id)
-        .wrapping_mul(0x9E37_79B9_7F4A_7C15)
-        .rotate_left(29)
 }
 
 impl Groups {
@@ -540,215 +529,6 @@ impl Groups {
                 }
             }
         }
-    }
-
-    /// Keeps every group led, until the groups are dropped: each tick, a group whose leader's
-    /// node does not answer a ping (or that knows no leader and finds none among its members)
-    /// gets an election, called by its members in a per-group order, each rank waiting
-    /// [`RANK_STEP`] longer than the one before.
-    pub fn supervise(self: &Arc<Self>) {
-        let weak = Arc::downgrade(self);
-        tokio::spawn(async move {
-            loop {
-                tokio::time::sleep(TICK).await;
-                let Some(groups) = weak.upgrade() else {
-                    return;
-                };
-                groups.tick().await;
-            }
-        });
-    }
-
-    async fn tick(&self) {
-        let mut alive: HashMap<NodeId, bool> = HashMap::new();
-        let groups: Vec<(u64, GroupRaft)> = self
-            .map
-            .iter()
-            .map(|e| (*e.key(), e.value().clone()))
-            .collect();
-        for (group, raft) in groups {
-            // Cheap for the common cases (this node leads, or its leader answers): the voter
-            // list is built only when an election may be needed.
-            let (state, leader, formed) = {
-                let metrics = raft.metrics();
-                let m = metrics.borrow();
-                let membership = m.membership_config.membership();
-                let leader = m
-                    .current_leader
-                    .filter(|l| membership.voter_ids().any(|v| v == *l));
-                (m.state, leader, membership.voter_ids().next().is_some())
-            };
-            if state == ServerState::Leader {
-                self.leaderless.remove(&group);
-                self.settle(group, &raft);
-                continue;
-            }
-            if !formed {
-                // Not formed yet: it learns its members from its leader's first append.
-                continue;
-            }
-            let leader_up = match leader {
-                Some(id) => match alive.get(&id) {
-                    Some(up) => *up,
-                    None => {
-                        let member = raft
-                            .metrics()
-                            .borrow()
-                            .membership_config
-                            .membership()
-                            .get_node(&id)
-                            .cloned();
-                        let up = match member {
-                            Some(member) => self.ping(id, &member).await,
-                            None => false,
-                        };
-                        alive.insert(id, up);
-                        up
-                    }
-                },
-                None => false,
-            };
-            if leader_up {
-                self.leaderless.remove(&group);
-                continue;
-            }
-            let voters: Vec<(NodeId, Member)> = {
-                let metrics = raft.metrics();
-                let m = metrics.borrow();
-                let membership = m.membership_config.membership();
-                membership
-                    .voter_ids()
-                    .filter_map(|id| membership.get_node(&id).map(|n| (id, n.clone())))
-                    .collect()
-            };
-            self.maybe_elect(group, &raft, leader, &voters).await;
-        }
-    }
-
-    /// Makes the leading hook run again for `group` (on the supervisor's next tick, if this
-    /// node still leads it): the core's state of the group's queue needs rebuilding.
-    pub fn unsettle(&self, group: u64) {
-        self.settled.remove(&group);
-    }
-
-    /// Runs the leading hook for `group`, which this node leads, unless it answered true in
-    /// this term or is running.
-    fn settle(&self, group: u64, raft: &GroupRaft) {
-        let Some(hook) = self.leading_hook.get().cloned() else {
-            return;
-        };
-        let term = raft.metrics().borrow().current_term;
-        if self.settled.get(&group).is_some_and(|t| *t == term) || !self.settling.insert(group) {
-            return;
-        }
-        let (settled, settling) = (self.settled.clone(), self.settling.clone());
-        tokio::spawn(async move {
-            if hook(group).await {
-                settled.insert(group, term);
-            }
-            settling.remove(&group);
-        });
-    }
-
-    /// Calls an election in `group`, which has no leader that answers, when this node's turn
-    /// has come: no other voter leads, none has a longer log, and those with as long a log
-    /// ranked before it had their chance.
-    async fn maybe_elect(
-        &self,
-        group: u64,
-        raft: &GroupRaft,
-        leader: Option<NodeId>,
-        voters: &[(NodeId, Member)],
-    ) {
-        if !voters.iter().any(|(id, _)| *id == self.me) {
-            // No longer a voting member (being removed): it calls no election.
-            return;
-        }
-        // Its own vote would not wait for the lease the others keep (see [`LEADER_LEASE`]):
-        // no election within it of hearing from a leader, nor of booting (what it heard
-        // before is forgotten).
-        let lease = ELECTION_TIMEOUT.1;
-        let heard = self.heard.get(&group).map(|t| *t);
-        if self.booted.elapsed() < lease || heard.is_some_and(|t| t.elapsed() < lease) {
-            return;
-        }
-        let since = *self.leaderless.entry(group).or_insert_with(Instant::now);
-        if Instant::now() < since {
-            return;
-        }
-        let mine = self.last_log_id(group);
-        let mut best = vec![(self.me, mine)];
-        let preferred = self.preferred.get(&group).map(|p| *p);
-        // Whether the preferred member knows no leader either (so it calls elections itself).
-        let mut preferred_leaderless = false;
-        let hello = Request::Group {
-            group,
-            rpc: GroupRpc::Hello,
-        };
-        for (id, member) in voters
-            .iter()
-            .filter(|(id, _)| *id != self.me && Some(*id) != leader)
-        {
-            let answer = self
-                .peers
-                .get(*id, &member.addr)
-                .call(&hello, PING_TIMEOUT)
-                .await;
-            if let Ok(Response::Group(GroupResponse::Status {
-                leading,
-                leader,
-                last,
-            })) = answer
-            {
-                if leading {
-                    // It tells this node by an append.
-                    self.leaderless.remove(&group);
-                    return;
-                }
-                preferred_leaderless |= Some(*id) == preferred && leader.is_none();
-                best.push((*id, last));
-            }
-        }
-        let longest = best.iter().map(|(_, last)| *last).max().flatten();
-        if mine < longest {
-            return;
-        }
-        let mut ranked: Vec<NodeId> = best
-            .iter()
-            .filter(|(_, last)| *last == mine)
-            .map(|(id, _)| *id)
-            .collect();
-        if preferred_leaderless && preferred.is_some_and(|p| ranked.contains(&p)) {
-            // The queue's node answers, knows no leader and has as long a log: it keeps
-            // calling elections until it leads (a loaded node may need more than one round).
-            // One that still follows a leader which has stepped down (a group sends no
-            // heartbeats to tell it) calls none: then the ranks below go.
-            return;
-        }
-        ranked.sort_by_key(|id| (Some(*id) != preferred, rank_key(group, *id)));
-        let rank = ranked.iter().position(|id| *id == self.me).unwrap_or(0);
-        if Instant::now() < since + RANK_STEP * u32::try_from(rank).unwrap_or(u32::MAX) {
-            return;
-        }
-        tracing::info!(group, rank, "calling an election in a queue group");
-        let _ = raft.trigger().elect().await;
-        // If this one fails (a member still in its lease refused), try again soon.
-        self.leaderless.insert(group, Instant::now() + RANK_STEP);
-    }
-
-    fn last_log_id(&self, group: u64) -> Option<openraft::LogId<NodeId>> {
-        LogStore::<types::GroupConfig>::new(self.store.clone(), group)
-            .last_log_id()
-            .ok()
-            .flatten()
-    }
-
-    /// Whether `member` answers a ping in time.
-    async fn ping(&self, id: NodeId, member: &Member) -> bool {
-        matches!(
-            self.peers.get(id, &member.addr).call(&Request::Ping, PING_TIMEOUT).await,
-            Ok(Response::Pong(name)) if name == member.name
-        )
     }
 }
 
