@@ -31,6 +31,9 @@ pub struct QueueArgs {
     pub max_length_bytes: Option<u64>,
     /// x-overflow.
     pub overflow: Overflow,
+    /// x-dead-letter-strategy is `at-least-once` (it acts only with the conditions of
+    /// [`QueueArgs::dead_letters_at_least_once`]).
+    pub at_least_once: bool,
     /// x-expires: delete the queue after this many idle milliseconds.
     pub expires: Option<u64>,
     /// x-delivery-limit: returns after which a message is dead-lettered (quorum default 20).
@@ -232,6 +235,37 @@ impl QueueArgs {
                 .into());
             }
         }
+        let at_least_once = match get("x-dead-letter-strategy") {
+            None => false,
+            // A quorum queue's argument: a classic queue refuses it whatever its value.
+            Some(_) if !quorum && !stream => {
+                return Err(Precondition::ArgForType {
+                    arg: "x-dead-letter-strategy".into(),
+                    queue: queue.to_owned(),
+                    vhost: vhost.to_owned(),
+                    queue_type: "rabbit_classic_queue",
+                }
+                .into())
+            }
+            Some(v @ (AMQPValue::LongString(_) | AMQPValue::ShortString(_))) => {
+                match text(v).as_deref() {
+                    Some("at-most-once") => false,
+                    Some("at-least-once") => true,
+                    _ => {
+                        return Err(invalid(
+                            "x-dead-letter-strategy",
+                            "invalid_dlx_strategy".into(),
+                        ))
+                    }
+                }
+            }
+            Some(v) => {
+                return Err(invalid(
+                    "x-dead-letter-strategy",
+                    format!("{{unacceptable_type,{}}}", erlang_type(v)),
+                ))
+            }
+        };
         let max_age = match get("x-max-age") {
             None => None,
             Some(v @ AMQPValue::LongString(_)) => Some(
@@ -306,6 +340,7 @@ impl QueueArgs {
             max_length: non_negative("x-max-length")?,
             max_length_bytes: non_negative("x-max-length-bytes")?,
             overflow,
+            at_least_once,
             expires,
             delivery_limit,
             quorum,
@@ -363,6 +398,9 @@ impl QueueArgs {
         if !declared("x-dead-letter-routing-key") {
             out.dead_letter_routing_key = text("dead-letter-routing-key");
         }
+        if !declared("x-dead-letter-strategy") {
+            out.at_least_once = text("dead-letter-strategy").as_deref() == Some("at-least-once");
+        }
         if !declared("x-overflow") {
             out.overflow = match def.get("overflow").and_then(|v| v.as_str()) {
                 Some("reject-publish") => Overflow::RejectPublish,
@@ -371,6 +409,16 @@ impl QueueArgs {
             };
         }
         out
+    }
+
+    /// Whether dead letters go at least once, as RabbitMQ's quorum queues send them: a quorum
+    /// queue with a dead-letter exchange, `dead-letter-strategy: at-least-once` and `overflow:
+    /// reject-publish` (with `drop-head` it falls back to at most once).
+    pub fn dead_letters_at_least_once(&self) -> bool {
+        self.quorum
+            && self.at_least_once
+            && self.overflow == Overflow::RejectPublish
+            && self.dead_letter_exchange.is_some()
     }
 
     /// Whether a publish to this queue can be refused (so confirms must wait for the queue).

@@ -263,7 +263,7 @@ pub enum Precondition {
         queue: String,
         /// Its vhost.
         vhost: String,
-        /// `rabbit_stream_queue`.
+        /// `rabbit_stream_queue` or `rabbit_classic_queue`.
         queue_type: &'static str,
     },
     /// A stream argument out of its range, with RabbitMQ's text.

@@ -78,7 +78,7 @@ fn with_quorum(b: &AppState, q: &QueueRef, mut v: Value) -> Value {
 fn describe_with(q: &QueueRef, info: &crate::queue::QueueInfo, node: &str) -> Value {
     let arguments = table_json(&q.arguments);
     let applied = q.applied();
-    json!({
+    let mut v = json!({
         "policy": applied.policy.as_ref().map(|p| p.name.as_str()),
         "operator_policy": applied.operator_policy.as_ref().map(|p| p.name.as_str()),
         "effective_policy_definition": applied.definition,
@@ -91,11 +91,13 @@ fn describe_with(q: &QueueRef, info: &crate::queue::QueueInfo, node: &str) -> Va
         "arguments": arguments,
         "type": if q.args.quorum { "quorum" } else if q.args.stream { "stream" } else { "classic" },
         "state": "running",
-        "messages": info.messages_ready + info.messages_unacknowledged,
+        "messages": info.messages_ready + info.messages_unacknowledged + info.messages_dlx,
         "messages_ready": info.messages_ready,
         "messages_unacknowledged": info.messages_unacknowledged,
         "messages_ram": info.messages_ram,
-        "message_bytes": info.message_bytes_ready + info.message_bytes_unacknowledged,
+        "message_bytes": info.message_bytes_ready
+            + info.message_bytes_unacknowledged
+            + info.message_bytes_dlx,
         "message_bytes_ready": info.message_bytes_ready,
         "message_bytes_unacknowledged": info.message_bytes_unacknowledged,
         "message_bytes_ram": info.message_bytes_ram,
@@ -108,7 +110,15 @@ fn describe_with(q: &QueueRef, info: &crate::queue::QueueInfo, node: &str) -> Va
         "idle_since": idle_since(info.last_activity),
         "head_message_timestamp": info.head_message_timestamp,
         "message_stats": message_stats_json(&info.message_stats),
-    })
+    });
+    if let (true, Some(o)) = (q.args.quorum, v.as_object_mut()) {
+        // A quorum queue's dead letters held for their targets (at-least-once), and the
+        // delivery limit in force, as RabbitMQ shows them.
+        o.insert("messages_dlx".into(), json!(info.messages_dlx));
+        o.insert("message_bytes_dlx".into(), json!(info.message_bytes_dlx));
+        o.insert("delivery_limit".into(), json!(applied.args.delivery_limit));
+    }
+    v
 }
 
 /// A queue without activity for this long shows `idle_since`, as RabbitMQ shows it for a queue

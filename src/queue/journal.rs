@@ -22,6 +22,13 @@ pub trait Journal: Send + Sync + std::fmt::Debug {
     /// Records that the message `seq` (`msg`) has come back unacknowledged `returns` times,
     /// so its `x-delivery-count` and delivery limit hold under a new leader too.
     fn returned(&self, seq: u64, msg: &Arc<Message>, returns: u32);
+    /// Records that the message `seq` was dead-lettered at least once: it leaves the queue's
+    /// messages and its dead-lettered `copy` is kept in their place, in one write, until
+    /// [`Journal::dead_letters_sent`] (a new leader's task sends it again).
+    fn dead_lettered(&self, seq: u64, copy: &Arc<Message>);
+    /// Forgets the dead-lettered copies `seqs` (their targets confirmed them, or the queue no
+    /// longer dead-letters at least once).
+    fn dead_letters_sent(&self, seqs: Vec<u64>);
     /// Records the highest publish number taken from each recent enqueuer, after the
     /// messages it counts: a new leader drops copies of them sent again.
     fn enqueuers(&self, seen: &[(u64, u64)]);
@@ -58,4 +65,7 @@ pub struct Journaled {
     pub delivered: Option<u64>,
     /// The highest publish number taken from each recent enqueuer ([`Journal::enqueuers`]).
     pub enqueuers: Vec<(u64, u64)>,
+    /// The dead-lettered copies not yet confirmed by their targets, by the sequence number
+    /// of their message ([`Journal::dead_lettered`]).
+    pub dead: Vec<(u64, Arc<Message>)>,
 }

@@ -48,6 +48,13 @@ pub trait QueueHost: Send + Sync + 'static {
     /// Publishes dead-lettered copies through the exchange `dlx` (gone: dropped), off the
     /// queue's task so two queues dead-lettering into each other cannot deadlock.
     fn dead_letter(self: Arc<Self>, dlx: &str, copies: Vec<Arc<Message>>);
+    /// Publishes one dead-lettered copy through the exchange `dlx` and answers whether it
+    /// reached a queue and every queue it reached confirmed it (at-least-once).
+    fn dead_letter_confirmed(
+        self: Arc<Self>,
+        dlx: &str,
+        copy: Arc<Message>,
+    ) -> std::pin::Pin<Box<dyn std::future::Future<Output = bool> + Send>>;
 }
 
 /// A cheap handle on a queue.
@@ -146,6 +153,10 @@ pub struct QueueInfo {
     pub messages_ready: u32,
     /// Delivered, not yet acknowledged.
     pub messages_unacknowledged: u32,
+    /// Dead-lettered, held until their targets confirm them (at-least-once).
+    pub messages_dlx: u32,
+    /// Their body bytes.
+    pub message_bytes_dlx: u64,
     /// Consumers.
     pub consumers: u32,
     /// Body bytes of the ready messages.
@@ -252,6 +263,9 @@ pub(crate) enum QueueCmd {
     Sync(oneshot::Sender<bool>),
     /// A replicated queue's delivered mark was written (committed or not).
     Reserved(u64, bool),
+    /// The dead-lettered copy of message `.0` was confirmed by its targets (true) or did not
+    /// get through (at-least-once dead-lettering).
+    DeadLetterSent(u64, bool),
     /// A publish its sender may send again ([`Sent`]): a replicated queue takes it once.
     PublishFrom(Arc<Message>, Option<ConfirmToken>, Sent),
     Touch,
@@ -318,15 +332,7 @@ impl QueueShared {
         if q.args.stream {
             stream::start(q.clone(), host, rx);
         } else {
-            actor::start(
-                q.clone(),
-                host,
-                rx,
-                Vec::new(),
-                None,
-                Vec::new(),
-                Vec::new(),
-            );
+            actor::start(q.clone(), host, rx, Vec::new(), Default::default());
         }
         q
     }
@@ -367,15 +373,7 @@ impl QueueShared {
             handover: Default::default(),
             instance: rand::random(),
         });
-        actor::start(
-            q.clone(),
-            host,
-            rx,
-            Vec::new(),
-            from.delivered,
-            from.messages,
-            from.enqueuers,
-        );
+        actor::start(q.clone(), host, rx, Vec::new(), from);
         q
     }
 
@@ -447,15 +445,11 @@ impl QueueShared {
         if q.args.stream {
             stream::start(q.clone(), host, rx);
         } else {
-            actor::start(
-                q.clone(),
-                host,
-                rx,
-                r.messages,
-                r.delivered,
-                Vec::new(),
-                Vec::new(),
-            );
+            let from = journal::Journaled {
+                delivered: r.delivered,
+                ..Default::default()
+            };
+            actor::start(q.clone(), host, rx, r.messages, from);
         }
         q
     }

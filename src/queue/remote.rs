@@ -464,7 +464,11 @@ impl Proxy {
                     let _ = link.call(&q, RemoteOp::Touch).await;
                 });
             }
-            QueueCmd::Sample | QueueCmd::Policy(_) | QueueCmd::Kick | QueueCmd::Reserved(..) => {}
+            QueueCmd::Sample
+            | QueueCmd::Policy(_)
+            | QueueCmd::Kick
+            | QueueCmd::Reserved(..)
+            | QueueCmd::DeadLetterSent(..) => {}
         }
         true
     }

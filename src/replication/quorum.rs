@@ -2,7 +2,9 @@
 //! group's id and members (chosen at declare: the declaring node, which leads first, and the
 //! next running nodes, `x-quorum-initial-group-size` in all, default 3). The group (see
 //! `cluster::groups`) holds the queue's messages: key 0 the delivered mark, key `seq + 1` the
-//! message with that sequence number and the times it came back (an `Entry`).
+//! message with that sequence number and the times it came back (an `Entry`), key
+//! `2^63 + seq` its dead-lettered copy while it waits for its targets (at-least-once
+//! dead-lettering), key `u64::MAX` the enqueuers' publish numbers.
 //!
 //! The queue's task runs on the group's leader, a classic queue task whose store writes go
 //! to the group instead ([`GroupJournal`]): a confirm is sent once a majority has the message
@@ -34,6 +36,9 @@ use tokio::sync::oneshot;
 const MARK: u64 = 0;
 /// The group key of the publishes the queue took from each recent enqueuer.
 const ENQUEUERS: u64 = u64::MAX;
+/// Where the dead-lettered copies waiting for their targets' confirms are: the copy of
+/// message `seq` at `DEAD + seq` (sequence numbers stay far below).
+const DEAD: u64 = 1 << 63;
 /// Commands one group entry carries at most.
 const MOST: usize = 1024;
 /// Members of a new quorum queue's group unless `x-quorum-initial-group-size` says.
@@ -244,6 +249,30 @@ impl Journal for GroupJournal {
         }
     }
 
+    fn dead_lettered(&self, seq: u64, copy: &Arc<Message>) {
+        let entry = Entry {
+            returns: 0,
+            message: WireMessage::of(copy),
+        };
+        // One command: the message never leaves the group without its copy in its place.
+        if let Ok(bytes) = codec::encode(&entry) {
+            self.push(
+                GroupCommand::Batch(vec![
+                    GroupCommand::Remove(vec![seq + 1]),
+                    GroupCommand::Set(DEAD + seq, bytes),
+                ]),
+                None,
+            );
+        }
+    }
+
+    fn dead_letters_sent(&self, seqs: Vec<u64>) {
+        self.push(
+            GroupCommand::Remove(seqs.into_iter().map(|s| DEAD + s).collect()),
+            None,
+        );
+    }
+
     fn sync(&self, done: oneshot::Sender<bool>) {
         let Ok(mut p) = self.0.pending.lock() else {
             let _ = done.send(false);
@@ -335,6 +364,7 @@ async fn load(node: &MetaNode, group: u64) -> Result<Journaled, crate::cluster::
             .ok()
             .and_then(|e| Some((e.message.message()?, e.returns)));
         match entry {
+            Some((m, _)) if key >= DEAD => out.dead.push((key - DEAD, Arc::new(m))),
             Some((m, returns)) => out.messages.push((key - 1, Arc::new(m), returns)),
             None => tracing::error!(group, key, "undecodable quorum queue message; skipped"),
         }

@@ -34,6 +34,12 @@ impl Journal for Recorded {
         self.note(format!("remove {from}..={to}"));
     }
     fn delivered(&self, _: u64) {}
+    fn dead_lettered(&self, seq: u64, _: &Arc<Message>) {
+        self.note(format!("dead-lettered {seq}"));
+    }
+    fn dead_letters_sent(&self, seqs: Vec<u64>) {
+        self.note(format!("dead letters sent {seqs:?}"));
+    }
     fn returned(&self, _: u64, _: &Arc<Message>, _: u32) {}
     fn enqueuers(&self, seen: &[(u64, u64)]) {
         self.note(format!("enqueuers {seen:?}"));
@@ -147,4 +153,148 @@ async fn a_publish_sent_again_is_taken_once() {
         .await
     );
     assert_eq!(q.stats().await.expect("stats"), (2, 0));
+}
+
+fn args_of(pairs: &[(&str, amq_protocol::types::AMQPValue)]) -> amq_protocol::types::FieldTable {
+    let mut t = amq_protocol::types::FieldTable::default();
+    for (k, v) in pairs {
+        t.insert((*k).into(), v.clone());
+    }
+    t
+}
+
+/// Polls `f` every 20 ms for up to `secs` seconds.
+async fn eventually<F, Fut>(secs: u64, mut f: F) -> bool
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = bool>,
+{
+    let end = tokio::time::Instant::now() + std::time::Duration::from_secs(secs);
+    while tokio::time::Instant::now() < end {
+        if f().await {
+            return true;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    false
+}
+
+/// At-least-once dead-lettering: a rejected message stays in the queue (its copy in its
+/// place in the journal, counted against the length limit) while its target does not exist,
+/// goes once the target is there, and is forgotten after the target confirmed it; a task
+/// started from a journal holding a copy (a new leader's) sends it at once.
+#[tokio::test]
+async fn dead_letters_wait_for_their_target_at_least_once() {
+    use amq_protocol::types::{AMQPValue, LongString};
+    let dir = tempfile::tempdir().expect("dir");
+    let (store, _) =
+        crate::store::Store::open(dir.path(), 8 << 20, Default::default()).expect("open");
+    let v = crate::vhost::VHost::new("/", store, 100);
+    let text = |s: &str| AMQPValue::LongString(LongString::from(s.as_bytes().to_vec()));
+    let args = args_of(&[
+        ("x-queue-type", text("quorum")),
+        ("x-dead-letter-exchange", text("")),
+        ("x-dead-letter-routing-key", text("dlq")),
+        ("x-dead-letter-strategy", text("at-least-once")),
+        ("x-overflow", text("reject-publish")),
+        ("x-max-length", AMQPValue::LongInt(2)),
+    ]);
+    let journal = Arc::new(Recorded::default());
+    v.install_journaled(
+        "q",
+        true,
+        false,
+        &args,
+        journal.clone(),
+        Journaled::default(),
+    );
+    let q = v.queue("q").expect("queue");
+    assert!(q.publish(message("a"), None).await);
+    let got = q.get(false).await.expect("get").expect("a message");
+    q.discard(vec![got.seq]).await;
+    let info = q.info().await.expect("info");
+    assert_eq!(
+        (
+            info.messages_ready,
+            info.messages_unacknowledged,
+            info.messages_dlx
+        ),
+        (0, 0, 1),
+        "held, neither ready nor unacked"
+    );
+    assert!(journal
+        .0
+        .lock()
+        .expect("lock")
+        .contains(&format!("dead-lettered {}", got.seq)));
+
+    // Held copies count against the length limit, which a quorum queue refuses publishes
+    // past once it is over it (RabbitMQ 3.10 takes b and c here and refuses d).
+    let mut confirms = Vec::new();
+    for body in ["b", "c", "d"] {
+        let (token, rx) = ConfirmToken::waiter();
+        assert!(q.publish(message(body), Some(token)).await);
+        confirms.push(rx.await);
+    }
+    assert_eq!(
+        confirms,
+        [Ok(true), Ok(true), Ok(false)],
+        "b and c taken, d refused"
+    );
+
+    // The target appears: the copy goes on the next retry, with its x-death, and is
+    // forgotten once confirmed.
+    v.install_queue("dlq", true, false, &Default::default(), None);
+    let dlq = v.queue("dlq").expect("dlq");
+    assert!(
+        eventually(12, || async {
+            dlq.stats().await.map(|s| s.0).unwrap_or(0) == 1
+                && q.info().await.map(|i| i.messages_dlx).unwrap_or(1) == 0
+        })
+        .await,
+        "the copy reached its target and left the queue"
+    );
+    let dead = dlq.get(true).await.expect("get").expect("the copy");
+    assert_eq!(dead.msg.body(), b"a");
+    let headers = dead.msg.headers();
+    let deaths = match headers.inner().get("x-death") {
+        Some(AMQPValue::FieldArray(a)) => a.as_slice().to_vec(),
+        other => panic!("no x-death: {other:?}"),
+    };
+    let reason = match deaths.first() {
+        Some(AMQPValue::FieldTable(t)) => t.inner().get("reason").and_then(crate::args::text),
+        _ => None,
+    };
+    assert_eq!(reason.as_deref(), Some("rejected"), "{deaths:?}");
+    assert!(journal
+        .0
+        .lock()
+        .expect("lock")
+        .contains(&format!("dead letters sent [{}]", got.seq)));
+
+    // A new leader's task sends what its journal held at once.
+    let fresh = Arc::new(Recorded::default());
+    v.drop_queue("q");
+    let from = Journaled {
+        dead: vec![(7, dead.msg.clone())],
+        ..Default::default()
+    };
+    v.install_journaled("q", true, false, &args, fresh.clone(), from);
+    assert!(
+        eventually(3, || async {
+            dlq.stats().await.map(|s| s.0).unwrap_or(0) == 1
+        })
+        .await,
+        "sent again by the new task"
+    );
+    assert!(
+        eventually(3, || async {
+            fresh
+                .0
+                .lock()
+                .expect("lock")
+                .contains(&"dead letters sent [7]".to_string())
+        })
+        .await
+    );
 }

@@ -95,14 +95,41 @@ impl QueueActor {
         }
     }
 
-    /// Removes a message for good: from the store, and to the dead-letter exchange if any.
+    /// Removes a message for good: from the store, and to the dead-letter exchange if any
+    /// (kept until its copy is confirmed when the queue dead-letters at least once).
     pub(super) fn drop_message(&mut self, seq: u64, msg: Arc<Message>, reason: Reason) {
+        if self.at_least_once() {
+            self.hold_dead_letter(seq, &msg, reason);
+            return;
+        }
         if self.shared.persists(&msg) {
             self.forget_stored(vec![seq]);
         }
         if self.args.dead_letter_exchange.is_some() {
             self.dead.push((msg, reason));
         }
+    }
+
+    /// The copy of `msg` to publish to the dead-letter exchange, if the queue has one.
+    pub(super) fn dead_letter_copy(
+        &self,
+        msg: &Message,
+        reason: Reason,
+        now_secs: u64,
+    ) -> Option<Message> {
+        let dlx = self.args.dead_letter_exchange.as_deref()?;
+        let key = match &self.args.dead_letter_routing_key {
+            Some(k) => k.as_str(),
+            None => msg.routing_key.as_str(),
+        };
+        Some(deadletter::dead_letter_copy(
+            msg,
+            &self.shared.name,
+            reason,
+            dlx,
+            key,
+            now_secs,
+        ))
     }
 
     /// Republishes this batch's dead letters through the dead-letter exchange, by the vhost's
@@ -117,23 +144,11 @@ impl QueueActor {
             return;
         };
         let now = unix_secs();
-        let mut copies = Vec::with_capacity(dead.len());
-        for (msg, reason) in dead {
-            let key = self
-                .shared
-                .args
-                .dead_letter_routing_key
-                .clone()
-                .unwrap_or_else(|| msg.routing_key.to_string());
-            copies.push(Arc::new(deadletter::dead_letter_copy(
-                &msg,
-                &self.shared.name,
-                reason,
-                &dlx,
-                &key,
-                now,
-            )));
-        }
+        let copies = dead
+            .iter()
+            .filter_map(|(msg, reason)| self.dead_letter_copy(msg, *reason, now))
+            .map(Arc::new)
+            .collect();
         host.dead_letter(&dlx, copies);
     }
 
@@ -146,7 +161,16 @@ impl QueueActor {
             args.max_length.is_some_and(|m| len as u64 > m)
                 || args.max_length_bytes.is_some_and(|m| bytes > m)
         };
-        if !over(self.ready.len() + 1, self.ready.bytes() + size) {
+        // Copies held for at-least-once dead-lettering count, as in RabbitMQ. A quorum queue
+        // refuses a publish only once it is over a limit already, as RabbitMQ's do (they
+        // take one message past it); a classic queue refuses the one that would go over.
+        let (held, held_bytes) = self.dlx.count();
+        let (len, bytes) = (self.ready.len() + held, self.ready.bytes() + held_bytes);
+        let refused = match args.quorum {
+            true => over(len, bytes),
+            false => over(len + 1, bytes + size),
+        };
+        if !refused {
             return true;
         }
         match args.overflow {

@@ -19,8 +19,10 @@ use tokio::sync::{mpsc, oneshot};
 
 mod consumers;
 mod delivery;
+mod dlx;
 mod enqueuers;
 mod expiry;
+mod info;
 
 /// Commands handled per wake-up before delivering.
 const BATCH: usize = 256;
@@ -81,6 +83,10 @@ enum Pending {
     Forget(Vec<u64>),
     /// The paged-out range `from..=to` was purged.
     ForgetRange(u64, u64),
+    /// A message dead-lettered at least once: its copy takes its place ([`dlx`]).
+    DeadLettered(u64, Arc<Message>),
+    /// Dead-lettered copies confirmed by their targets (or dropped).
+    DeadLettersSent(Vec<u64>),
     Op(Op),
 }
 
@@ -123,6 +129,8 @@ struct QueueActor {
     sync_waiters: Vec<oneshot::Sender<bool>>,
     /// Messages to dead-letter after this batch.
     dead: Vec<(Arc<Message>, Reason)>,
+    /// Dead-lettered copies held until confirmed (at-least-once dead-lettering).
+    dlx: dlx::DeadLetters,
     /// When the queue was last used (x-expires), on `now_ms`'s clock.
     last_used: u64,
     /// Answer to queue.delete, sent once the deletion is handed to the store.
@@ -159,22 +167,28 @@ pub(super) fn mailbox(
 }
 
 /// Spawns the task of a queue, with the sequence numbers of recovered messages (bodies in
-/// the store) and the messages of a replicated queue's journal (`loaded`, in order).
+/// the store) and what a replicated queue's journal held (`from`; for a queue recovered
+/// from the store, only its delivered mark).
 pub(super) fn start<H: super::QueueHost>(
     shared: QueueRef,
     host: &Arc<H>,
     rx: Mailbox,
     recovered: Vec<crate::store::RecoveredMessage>,
-    delivered: Option<u64>,
-    loaded: Vec<(u64, Arc<Message>, u32)>,
-    enqueuers: Vec<(u64, u64)>,
+    from: super::journal::Journaled,
 ) {
+    let super::journal::Journaled {
+        messages: loaded,
+        delivered,
+        enqueuers,
+        dead,
+    } = from;
     // Never below a number already handed out: an ack still on its way for a message that
     // was delivered (up to the mark) must not take a new message that reused its number.
     let next_seq = recovered
         .iter()
         .map(|m| m.seq + 1)
         .chain(loaded.last().map(|(seq, _, _)| seq + 1))
+        .chain(dead.iter().map(|(seq, _)| seq + 1))
         .chain(delivered.map(|d| d + 1))
         .max()
         .unwrap_or(0);
@@ -206,7 +220,7 @@ pub(super) fn start<H: super::QueueHost>(
             priority,
         });
     }
-    let actor = QueueActor {
+    let mut actor = QueueActor {
         args: shared.applied().args.clone(),
         shared,
         host: Arc::downgrade(host) as Weak<dyn super::QueueHost>,
@@ -232,9 +246,12 @@ pub(super) fn start<H: super::QueueHost>(
         flush_waiters: Vec::new(),
         sync_waiters: Vec::new(),
         dead: Vec::new(),
+        dlx: Default::default(),
         last_used: now_ms(),
         delete_reply: None,
     };
+    actor.resume_dead_letters(dead);
+    actor.drop_dead_letters_unless_at_least_once();
     tokio::spawn(actor.run(rx));
 }
 
@@ -245,6 +262,8 @@ impl QueueActor {
         // nothing redelivered.
         // Grown on demand: most of a node's queues never see a full batch.
         let mut batch = Vec::new();
+        // Dead letters a new leader's task took over go at once.
+        self.forward_dead_letters();
         while !self.stopped {
             let idle_deadline = self
                 .args
@@ -256,6 +275,7 @@ impl QueueActor {
                 self.ready.front().and_then(|r| r.expires),
                 idle_deadline,
                 timeout_check,
+                self.dlx.retry_at(),
             ]
             .into_iter()
             .flatten()
@@ -326,6 +346,7 @@ impl QueueActor {
                     .set_blocked(!self.consumers.is_empty() && !self.ready.is_empty());
             }
             self.send_dead_letters();
+            self.forward_dead_letters();
             self.write_pending().await;
             if paging {
                 // Paging does file I/O on this worker thread: let the connections (the
@@ -352,41 +373,6 @@ impl QueueActor {
         }
         if !self.stopped {
             self.deliver();
-        }
-    }
-
-    /// What the management API shows of the queue.
-    fn info(&self) -> super::QueueInfo {
-        let unacked_bytes: u64 = self.unacked.values().map(|u| u.msg.body_len() as u64).sum();
-        let (ram, ram_bytes) = self.ready.in_memory();
-        let (paged, paged_bytes) = self.ready.paged();
-        let entries = (self.ready.len() - paged + self.unacked.len()) as u64;
-        super::QueueInfo {
-            messages_ready: self.ready.len() as u32,
-            messages_unacknowledged: self.unacked.len() as u32,
-            consumers: self.consumers.len() as u32,
-            message_bytes_ready: self.ready.bytes(),
-            message_bytes_unacknowledged: unacked_bytes,
-            messages_ram: (ram + self.unacked.len()) as u32,
-            message_bytes_ram: ram_bytes + unacked_bytes,
-            messages_paged_out: paged as u32,
-            message_bytes_paged_out: paged_bytes,
-            memory: ram_bytes
-                + unacked_bytes
-                + entries * std::mem::size_of::<Unacked>().max(std::mem::size_of::<Ready>()) as u64,
-            consumer_utilisation: if self.consumers.is_empty() {
-                0.0
-            } else {
-                self.capacity.value()
-            },
-            last_activity: self.last_activity,
-            head_message_timestamp: self
-                .ready
-                .front()
-                .and_then(|r| r.msg.as_ref())
-                .and_then(|m| *m.properties().timestamp()),
-            message_stats: self.stats.snapshot(),
-            stream: None,
         }
     }
 
@@ -419,6 +405,8 @@ impl QueueActor {
                     Pending::Confirm(token) => journal.confirm(token),
                     Pending::Forget(seqs) => journal.remove(seqs),
                     Pending::ForgetRange(from, to) => journal.remove_range(from, to),
+                    Pending::DeadLettered(seq, copy) => journal.dead_lettered(seq, &copy),
+                    Pending::DeadLettersSent(seqs) => journal.dead_letters_sent(seqs),
                     Pending::Op(_) => {}
                 }
             }
@@ -451,6 +439,9 @@ impl QueueActor {
                         to,
                     }),
                     Pending::Op(op) => self.store.submit(op),
+                    // Without a journal the message itself stays stored until its copy is
+                    // confirmed (`forget_stored` then).
+                    Pending::DeadLettered(..) | Pending::DeadLettersSent(_) => {}
                 }
             }
         }
@@ -526,8 +517,10 @@ impl QueueActor {
             QueueCmd::PublishFrom(msg, token, sent) => self.enqueue(msg, token, Some(sent)),
             QueueCmd::Policy(args) => {
                 self.args = args;
+                self.drop_dead_letters_unless_at_least_once();
                 self.enforce_limits();
             }
+            QueueCmd::DeadLetterSent(seq, sent) => self.dead_letter_sent(seq, sent),
             QueueCmd::Consume(spec, reply) => {
                 self.last_used = now_ms();
                 let _ = reply.send(self.add_consumer(spec));

@@ -365,6 +365,7 @@ impl StreamQueue {
             | QueueCmd::Kick
             | QueueCmd::Handoff(_)
             | QueueCmd::Reserved(..)
+            | QueueCmd::DeadLetterSent(..)
             | QueueCmd::RemoteDeliveries(..)
             | QueueCmd::RemoteCancelled(_)
             | QueueCmd::RemoteTimedOut(..) => {}
