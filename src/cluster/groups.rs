@@ -74,6 +74,8 @@ pub struct Groups {
     heard: DashMap<u64, Instant>,
     /// When these groups were started (the node's boot): what it heard before is forgotten.
     booted: Instant,
+    /// Something calls for the supervisor to look at every group on its next tick.
+    woken: std::sync::atomic::AtomicBool,
 }
 
 impl Groups {
@@ -90,7 +92,11 @@ impl Groups {
         let millis = |d: Duration| u64::try_from(d.as_millis()).unwrap_or(u64::MAX);
         let config = openraft::Config {
             cluster_name: "warren-queues".into(),
-            heartbeat_interval: millis(ELECTION_TIMEOUT.0) / 3,
+            // No heartbeats are sent, but openraft wakes each group's tick task every 1.5
+            // heartbeat intervals whether ticks are enabled or not (the bulk of an idle
+            // node's CPU with many groups), and bounds an append's RPC by one: as long as
+            // the election timeout allows.
+            heartbeat_interval: millis(ELECTION_TIMEOUT.0) - 1,
             election_timeout_min: millis(ELECTION_TIMEOUT.0),
             election_timeout_max: millis(ELECTION_TIMEOUT.1),
             enable_heartbeat: false,
@@ -121,6 +127,7 @@ impl Groups {
             latency: DashMap::new(),
             heard: DashMap::new(),
             booted: Instant::now(),
+            woken: Default::default(),
         })
     }
 

@@ -1,5 +1,7 @@
 //! The groups' supervisor (#18): groups send no heartbeats and call no elections on their
-//! own timers, so one task per node looks at every group it is a member of each [`TICK`].
+//! own timers, so one task per node watches the groups it is a member of: each [`TICK`] it
+//! pings the nodes leading them, and it looks at every group only when that finds a node
+//! down, when its last look left something to do, or every [`SWEEP`].
 //! A group this node leads gets its leading hook run once per term ([`Groups::settle`]); a
 //! group whose leader's node does not answer a ping (one per node and tick, not per group) or
 //! that knows no leader gets an election, called by its members in a per-group order: the
@@ -23,6 +25,24 @@ pub(super) const TICK: Duration = Duration::from_millis(250);
 pub(super) const PING_TIMEOUT: Duration = Duration::from_millis(250);
 /// How long each rank waits after the one before it before calling an election.
 const RANK_STEP: Duration = Duration::from_millis(500);
+/// How often every group is looked at when nothing calls for it sooner: between looks only
+/// the nodes leading this node's groups are pinged. (A leader that steps down with its node
+/// up, removed from its group, is found by this look.)
+const SWEEP: Duration = Duration::from_secs(2);
+
+/// What the supervisor's last look at every group found.
+#[derive(Default)]
+pub(super) struct Look {
+    /// When it was.
+    at: Option<Instant>,
+    /// The nodes leading groups this node follows, which answered then.
+    leaders: HashMap<NodeId, Member>,
+    /// A group wants another look at once: it has no leader that answers, or this node
+    /// leads it and the core has not taken it over in this term yet.
+    busy: bool,
+    /// How many groups it looked at.
+    groups: usize,
+}
 
 /// A rank of `id` among a group's members that differs from group to group, so the first to
 /// call an election is not always the same node.
@@ -36,21 +56,52 @@ impl Groups {
     /// Keeps every group led, until the groups are dropped: each tick, a group whose leader's
     /// node does not answer a ping (or that knows no leader and finds none among its members)
     /// gets an election, called by its members in a per-group order, each rank waiting
-    /// [`RANK_STEP`] longer than the one before.
+    /// [`RANK_STEP`] longer than the one before. Every group is looked at only when
+    /// something calls for it ([`Groups::look_due`]); otherwise a tick pings the leaders'
+    /// nodes and nothing more, whatever the number of groups.
     pub fn supervise(self: &Arc<Self>) {
         let weak = Arc::downgrade(self);
         tokio::spawn(async move {
+            let mut last = Look::default();
             loop {
                 tokio::time::sleep(TICK).await;
                 let Some(groups) = weak.upgrade() else {
                     return;
                 };
-                groups.tick().await;
+                if groups.look_due(&last).await {
+                    last = groups.look().await;
+                }
             }
         });
     }
 
-    async fn tick(&self) {
+    /// Whether every group is to be looked at now: the last look is [`SWEEP`] old or found
+    /// a group wanting another, groups were started or stopped or want one since
+    /// ([`Groups::unsettle`]), or a node that led groups then does not answer now.
+    async fn look_due(&self, last: &Look) -> bool {
+        if last.busy
+            || last.at.is_none_or(|at| at.elapsed() >= SWEEP)
+            || last.groups != self.map.len()
+            || self.woken.swap(false, std::sync::atomic::Ordering::AcqRel)
+            || !self.leaderless.is_empty()
+        {
+            return true;
+        }
+        for (id, member) in &last.leaders {
+            if !self.ping(*id, member).await {
+                return true;
+            }
+        }
+        false
+    }
+
+    /// Looks at every group: elections where due, the leading hook where this node leads.
+    async fn look(&self) -> Look {
+        let mut look = Look {
+            at: Some(Instant::now()),
+            groups: self.map.len(),
+            ..Look::default()
+        };
         let mut alive: HashMap<NodeId, bool> = HashMap::new();
         let groups: Vec<(u64, GroupRaft)> = self
             .map
@@ -71,7 +122,7 @@ impl Groups {
             };
             if state == ServerState::Leader {
                 self.leaderless.remove(&group);
-                self.settle(group, &raft);
+                look.busy |= !self.settle(group, &raft);
                 continue;
             }
             if !formed {
@@ -90,7 +141,13 @@ impl Groups {
                             .get_node(&id)
                             .cloned();
                         let up = match member {
-                            Some(member) => self.ping(id, &member).await,
+                            Some(member) => {
+                                let up = self.ping(id, &member).await;
+                                if up {
+                                    look.leaders.insert(id, member);
+                                }
+                                up
+                            }
                             None => false,
                         };
                         alive.insert(id, up);
@@ -112,25 +169,31 @@ impl Groups {
                     .filter_map(|id| membership.get_node(&id).map(|n| (id, n.clone())))
                     .collect()
             };
+            look.busy = true;
             self.maybe_elect(group, &raft, leader, &voters).await;
         }
+        look
     }
 
     /// Makes the leading hook run again for `group` (on the supervisor's next tick, if this
     /// node still leads it): the core's state of the group's queue needs rebuilding.
     pub fn unsettle(&self, group: u64) {
         self.settled.remove(&group);
+        self.woken.store(true, std::sync::atomic::Ordering::Release);
     }
 
     /// Runs the leading hook for `group`, which this node leads, unless it answered true in
-    /// this term or is running.
-    fn settle(&self, group: u64, raft: &GroupRaft) {
+    /// this term or is running; whether it answered true in this term.
+    fn settle(&self, group: u64, raft: &GroupRaft) -> bool {
         let Some(hook) = self.leading_hook.get().cloned() else {
-            return;
+            return true;
         };
         let term = raft.metrics().borrow().current_term;
-        if self.settled.get(&group).is_some_and(|t| *t == term) || !self.settling.insert(group) {
-            return;
+        if self.settled.get(&group).is_some_and(|t| *t == term) {
+            return true;
+        }
+        if !self.settling.insert(group) {
+            return false;
         }
         let (settled, settling) = (self.settled.clone(), self.settling.clone());
         tokio::spawn(async move {
@@ -139,6 +202,7 @@ impl Groups {
             }
             settling.remove(&group);
         });
+        false
     }
 
     /// Calls an election in `group`, which has no leader that answers, when this node's turn
