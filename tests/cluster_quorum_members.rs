@@ -137,6 +137,18 @@ async fn a_quorum_queues_members_change_and_it_keeps_its_messages() {
         "the leader's commit latency: {}",
         on_a.body
     );
+    // The aggregated endpoint: the highest commit latency of the node's members (RabbitMQ
+    // 4.2's family, labelled with its Ra system).
+    let aggregated = request(specs[0].metrics, "GET", "/metrics", None, None).await;
+    let max = aggregated.body.lines().find_map(|l| {
+        l.strip_prefix("rabbitmq_raft_max_commit_latency_seconds{ra_system=\"quorum_queues\"} ")
+            .and_then(|v| v.parse::<f64>().ok())
+    });
+    assert!(
+        max.is_some_and(|m| latency.is_some_and(|l| m >= l)),
+        "{}",
+        aggregated.body
+    );
     // Again: nothing to do. A node that is not in the cluster: refused.
     let r = request(
         specs[0].http,

@@ -437,6 +437,7 @@ async fn aggregated(State(b): State<Arc<Broker>>) -> impl IntoResponse {
     for (name, help, value) in QUEUE_FAMILIES {
         gauge(&mut out, name, help, queues.iter().map(value).sum());
     }
+    raft::aggregated(&b, &mut out);
     let channels = b.connections.channels();
     for (name, help, read) in CHANNEL_GAUGES {
         let total = channels.iter().map(|(_, ch)| read(ch)).sum();
