@@ -155,6 +155,10 @@ fn validate_key(key: &str, v: &Value) -> Result<(), String> {
             Some("drop-head" | "reject-publish" | "reject-publish-dlx") => Ok(()),
             _ => bad("overflow value"),
         },
+        "dead-letter-strategy" => match v.as_str() {
+            Some("at-most-once" | "at-least-once") => Ok(()),
+            _ => bad("dead letter strategy"),
+        },
         _ => Ok(()),
     }
 }
