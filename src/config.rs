@@ -69,6 +69,16 @@ pub struct Config {
     pub alarm_check_interval: u64,
     /// TLS AMQP listener address (RabbitMQ's port is 5671); needs `tls_cert` and `tls_key`.
     pub amqps_listen: Option<SocketAddr>,
+    /// RabbitMQ's stream protocol listener (its `rabbitmq_stream` plugin's port is 5552); off
+    /// unless set, as the plugin is off unless enabled.
+    pub stream_listen: Option<SocketAddr>,
+    /// The host the stream protocol's metadata names for this node (RabbitMQ's
+    /// `stream.advertised_host`); by default the stream listener's address, or this machine's
+    /// host name when that is a wildcard.
+    pub stream_advertised_host: Option<String>,
+    /// The port the stream protocol's metadata names for this node (RabbitMQ's
+    /// `stream.advertised_port`); by default the stream listener's.
+    pub stream_advertised_port: Option<u16>,
     /// HTTPS listener for the management API (RabbitMQ's port is 15671).
     pub https_listen: Option<SocketAddr>,
     /// Prometheus metrics listener (RabbitMQ's port is 15692).
@@ -196,6 +206,9 @@ impl Default for Config {
             alarm_check_interval: 1_000,
             loopback_users: vec!["guest".into()],
             amqps_listen: None,
+            stream_listen: None,
+            stream_advertised_host: None,
+            stream_advertised_port: None,
             https_listen: None,
             metrics_listen: SocketAddr::from(([0, 0, 0, 0], 15692)),
             metrics_https_listen: None,

@@ -25,6 +25,7 @@ pub mod federation;
 pub mod http;
 pub mod json;
 pub mod message;
+pub mod message_amqp10;
 pub mod metrics;
 pub mod parameters;
 pub mod permissions;
@@ -35,6 +36,7 @@ pub mod sampler;
 pub mod shortstr;
 pub mod shovel;
 pub mod store;
+pub mod stream;
 pub mod tls;
 pub mod vhost;
 
@@ -60,6 +62,8 @@ pub struct Server {
     pub amqps_addr: Option<SocketAddr>,
     /// Address of the management API's HTTPS listener, when enabled.
     pub https_addr: Option<SocketAddr>,
+    /// Address of the stream protocol listener, when enabled.
+    pub stream_addr: Option<SocketAddr>,
     /// Address of the Prometheus metrics listener.
     pub metrics_addr: SocketAddr,
     /// Address of the metrics' HTTPS listener, when enabled.
@@ -259,6 +263,12 @@ impl Server {
                 broker::Broker::sample_stats,
             )),
         ];
+        let mut stream_addr = None;
+        if let Some(addr) = cfg.stream_listen {
+            let l = listen("stream protocol", addr).await?;
+            stream_addr = Some(l.local_addr()?);
+            tasks.push(tokio::spawn(stream::serve(l, broker.clone(), rx.clone())));
+        }
         let mut amqps_addr = None;
         let mut https_addr = None;
         let mut metrics_https_addr = None;
@@ -296,6 +306,7 @@ impl Server {
             ("amqp/ssl", amqps_addr),
             ("https", https_addr),
             ("https/prometheus", metrics_https_addr),
+            ("stream", stream_addr),
         ];
         let _ = broker.listeners.set(
             bound
@@ -325,6 +336,7 @@ impl Server {
             http_addr,
             amqps_addr,
             https_addr,
+            stream_addr,
             metrics_addr,
             metrics_https_addr,
             broker,

@@ -26,6 +26,9 @@ struct Cli {
     /// Prometheus metrics listener address.
     #[arg(long)]
     metrics_listen: Option<SocketAddr>,
+    /// RabbitMQ's stream protocol listener address (its port is 5552; off unless set).
+    #[arg(long)]
+    stream_listen: Option<SocketAddr>,
     /// Data directory of the embedded store.
     #[arg(long, global = true)]
     data_dir: Option<PathBuf>,
@@ -99,6 +102,9 @@ fn load(cli: &Cli, file: Option<&PathBuf>) -> Result<Config, warren::config::Con
     }
     if cli.https_listen.is_some() {
         config.https_listen = cli.https_listen;
+    }
+    if cli.stream_listen.is_some() {
+        config.stream_listen = cli.stream_listen;
     }
     for (flag, key) in [
         (&cli.tls_cert, &mut config.tls_cert),

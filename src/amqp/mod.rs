@@ -18,7 +18,7 @@ pub mod error;
 pub(crate) mod handshake;
 mod methods;
 pub mod nesting;
-mod sasl;
+pub(crate) mod sasl;
 pub(crate) mod session;
 mod writer;
 

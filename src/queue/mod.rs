@@ -280,6 +280,8 @@ pub(crate) enum QueueCmd {
     /// The home node found a delivery to consumer `.0` here unacked past its timeout `.1`
     /// (ms): its channel is closed, as a local consumer's would be.
     RemoteTimedOut(u64, u64),
+    /// A stream-protocol request to a stream (other queue types never get one).
+    Stream(stream::StreamCmd),
 }
 
 impl QueueShared {
@@ -660,6 +662,12 @@ impl QueueShared {
     /// of the handle's shutdown.
     pub fn hand_off(&self, to: &QueueRef) {
         self.control(QueueCmd::Handoff(to.clone()));
+    }
+
+    /// Sends a stream-protocol request to the stream's task, in order with publishes; false
+    /// when the queue is gone.
+    pub async fn stream_request(&self, cmd: stream::StreamCmd) -> bool {
+        self.send(QueueCmd::Stream(cmd)).await
     }
 
     /// Removes a consumer (its unacked messages stay unacked).

@@ -372,6 +372,9 @@ impl Proxy {
                     });
                 }
             }
+            // Streams of other nodes are not served over the stream protocol here (the
+            // connection sends their clients to the stream's node).
+            QueueCmd::Stream(_) => {}
             QueueCmd::RemoteTimedOut(consumer, timeout) => {
                 if let Some(spec) = self.consumers.get(&consumer) {
                     let _ = spec.sink.send(ConsumerEvent::TimedOut {

@@ -709,7 +709,8 @@ impl QueueActor {
             QueueCmd::Kick
             | QueueCmd::RemoteDeliveries(..)
             | QueueCmd::RemoteCancelled(_)
-            | QueueCmd::RemoteTimedOut(..) => {}
+            | QueueCmd::RemoteTimedOut(..)
+            | QueueCmd::Stream(_) => {}
         }
     }
 

@@ -216,6 +216,7 @@ impl StreamQueue {
                 }
             }
         }
+        self.attach_subscriptions();
     }
 
     /// Hands records to every consumer with credit.

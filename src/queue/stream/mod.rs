@@ -7,10 +7,13 @@
 //! through their own file handles, never past what is synced, within their prefetch: an ack
 //! (or a nack, or a reject) only gives credit back, nothing is removed. Retention
 //! (`x-max-length-bytes`, `x-max-age` and their policies) deletes whole old segments after
-//! writes and on every statistics sample.
+//! writes and on every statistics sample. Stream-protocol publishers and subscriptions
+//! (`clients`) share the same writes and the same log.
 
+mod clients;
 mod consumers;
 
+pub use clients::{EventSink, StreamCmd, StreamEvent, MAX_BACKLOG};
 pub use consumers::consume_offset;
 
 use super::actor::Mailbox;
@@ -21,7 +24,10 @@ use crate::error::{CoreError, Kind, Precondition};
 use crate::store::stream::chunk::ChunkBuilder;
 use crate::store::stream::{record, LogOptions, StreamLog, StreamLogError};
 use crate::store::{Op, Store};
+use clients::{PendingAppend, Subscription};
 use consumers::StreamConsumer;
+use rustc_hash::FxHashMap;
+use std::collections::HashMap;
 use std::sync::Arc;
 use tokio::task::JoinHandle;
 
@@ -36,6 +42,24 @@ type Written = (StreamLog, Result<(), StreamLogError>);
 
 /// A write under way on the blocking pool.
 type Write = JoinHandle<Written>;
+
+/// Who waits for a write: AMQP publishers' tokens and stream-protocol publishing ids.
+#[derive(Default)]
+struct Waiting {
+    tokens: Vec<ConfirmToken>,
+    appends: Vec<PendingAppend>,
+}
+
+impl Waiting {
+    fn complete(self, ok: bool) {
+        for t in self.tokens {
+            t.complete(ok);
+        }
+        for a in self.appends {
+            a.complete(ok);
+        }
+    }
+}
 
 struct StreamQueue {
     shared: QueueRef,
@@ -55,7 +79,15 @@ struct StreamQueue {
     /// Chunks gathered for the next write, and their publishers' tokens.
     chunks: Vec<ChunkBuilder>,
     tokens: Vec<ConfirmToken>,
+    /// Stream-protocol publishing ids of the gathered chunks.
+    pending: Vec<PendingAppend>,
+    /// The last publishing id of each deduplicating publisher (gathered ones included).
+    writers: FxHashMap<Arc<str>, u64>,
+    /// Offsets consumers stored, and whether they changed since last saved.
+    offsets: HashMap<String, u64>,
+    offsets_dirty: bool,
     consumers: Vec<StreamConsumer>,
+    subscriptions: Vec<Subscription>,
     /// Delivery sequence number -> consumer id, for the credit an ack returns.
     unacked: rustc_hash::FxHashMap<u64, u64>,
     next_seq: u64,
@@ -94,6 +126,20 @@ pub(super) fn start<H: super::QueueHost>(shared: QueueRef, host: &Arc<H>, rx: Ma
         None => None,
     };
     let committed = log.as_ref().map_or(0, |l| l.next_offset());
+    let writers = log.as_ref().map_or_else(FxHashMap::default, |l| {
+        l.writers()
+            .iter()
+            .map(|(r, s)| (Arc::from(r.as_str()), *s))
+            .collect()
+    });
+    let offsets = match log.as_ref().map(StreamLog::stored_offsets) {
+        Some(Ok(o)) => o,
+        Some(Err(e)) => {
+            tracing::error!(queue = %shared.name, error = %e, "cannot read the stream's stored offsets");
+            HashMap::new()
+        }
+        None => HashMap::new(),
+    };
     let first = log.as_ref().map_or(0, |l| l.first_offset());
     let facts = log.as_ref().map(facts_of).unwrap_or_default();
     let q = StreamQueue {
@@ -107,7 +153,12 @@ pub(super) fn start<H: super::QueueHost>(shared: QueueRef, host: &Arc<H>, rx: Ma
         facts,
         chunks: Vec::new(),
         tokens: Vec::new(),
+        pending: Vec::new(),
+        writers,
+        offsets,
+        offsets_dirty: false,
         consumers: Vec::new(),
+        subscriptions: Vec::new(),
         unacked: Default::default(),
         next_seq: 1,
         stats: Stats::default(),
@@ -130,10 +181,10 @@ fn facts_of(log: &StreamLog) -> super::StreamOffsets {
     }
 }
 
-/// Waits for the write under way (forever when there is none): its outcome and its tokens.
+/// Waits for the write under way (forever when there is none): its outcome and who waits.
 async fn finish(
-    w: &mut Option<(Write, Vec<ConfirmToken>)>,
-) -> (Result<Written, tokio::task::JoinError>, Vec<ConfirmToken>) {
+    w: &mut Option<(Write, Waiting)>,
+) -> (Result<Written, tokio::task::JoinError>, Waiting) {
     match w.as_mut() {
         Some((handle, _)) => {
             let r = handle.await;
@@ -148,7 +199,7 @@ impl StreamQueue {
     async fn run(mut self, rx: Mailbox) {
         let (mut data, mut control) = rx.into_parts();
         let mut batch = Vec::new();
-        let mut writing: Option<(Write, Vec<ConfirmToken>)> = None;
+        let mut writing: Option<(Write, Waiting)> = None;
         while !self.stopped {
             tokio::select! {
                 Some(cmd) = control.recv() => self.handle(cmd),
@@ -163,7 +214,7 @@ impl StreamQueue {
                         }
                     }
                 }
-                (done, tokens) = finish(&mut writing) => self.written(done, tokens),
+                (done, waiting) = finish(&mut writing) => self.written(done, waiting),
             }
             // One clock read per wake-up, not per command.
             self.last_activity = crate::clock::unix_ms();
@@ -171,6 +222,7 @@ impl StreamQueue {
                 writing = self.start_write();
             }
             self.deliver();
+            self.deliver_chunks();
         }
         self.shared.closed();
         // A stop that is no deletion (the broker shuts down) still writes what it gathered.
@@ -178,15 +230,17 @@ impl StreamQueue {
             writing = self.start_write();
         }
         while writing.is_some() {
-            let (done, tokens) = finish(&mut writing).await;
-            self.written(done, tokens);
+            let (done, waiting) = finish(&mut writing).await;
+            self.written(done, waiting);
             if self.deleting.is_none() {
                 writing = self.start_write();
             }
         }
-        for t in self.tokens.drain(..) {
-            t.complete(false);
+        Waiting {
+            tokens: std::mem::take(&mut self.tokens),
+            appends: std::mem::take(&mut self.pending),
         }
+        .complete(false);
         if let Some(reply) = self.deleting.take() {
             if let Some(log) = self.log.take() {
                 if let Err(e) = log.destroy() {
@@ -197,17 +251,28 @@ impl StreamQueue {
         }
     }
 
-    /// Hands the gathered chunks to the blocking pool: appended, synced, then retention.
-    fn start_write(&mut self) -> Option<(Write, Vec<ConfirmToken>)> {
-        if self.chunks.is_empty() {
+    /// Hands the gathered chunks (and the stored offsets, when they changed) to the blocking
+    /// pool: appended, synced, then retention.
+    fn start_write(&mut self) -> Option<(Write, Waiting)> {
+        if self.chunks.is_empty() && !self.offsets_dirty {
             return None;
         }
         let mut log = self.log.take()?;
         let chunks = std::mem::take(&mut self.chunks);
-        let tokens = std::mem::take(&mut self.tokens);
+        let waiting = Waiting {
+            tokens: std::mem::take(&mut self.tokens),
+            appends: std::mem::take(&mut self.pending),
+        };
+        let offsets: Option<Vec<(String, u64)>> = std::mem::take(&mut self.offsets_dirty)
+            .then(|| self.offsets.iter().map(|(r, o)| (r.clone(), *o)).collect());
         let (max_bytes, max_age) = (self.args.max_length_bytes, self.args.max_age);
         let queue = self.shared.name.clone();
         let handle = tokio::task::spawn_blocking(move || {
+            if let Some(o) = offsets {
+                if let Err(e) = log.save_offsets(&o) {
+                    tracing::error!(%queue, error = %e, "cannot save the stream's stored offsets");
+                }
+            }
             let now = crate::clock::unix_ms() as i64;
             let mut outcome = Ok(());
             for c in chunks {
@@ -223,15 +288,11 @@ impl StreamQueue {
             }
             (log, outcome)
         });
-        Some((handle, tokens))
+        Some((handle, waiting))
     }
 
     /// A write came back: its publishers are confirmed (or refused), readers may go on.
-    fn written(
-        &mut self,
-        done: Result<Written, tokio::task::JoinError>,
-        tokens: Vec<ConfirmToken>,
-    ) {
+    fn written(&mut self, done: Result<Written, tokio::task::JoinError>, waiting: Waiting) {
         let ok = match done {
             Ok((log, outcome)) => {
                 self.committed = log.next_offset();
@@ -254,9 +315,7 @@ impl StreamQueue {
         if !ok {
             self.broken = true;
         }
-        for t in tokens {
-            t.complete(ok);
-        }
+        waiting.complete(ok);
         self.attach_readers();
     }
 
@@ -369,6 +428,7 @@ impl StreamQueue {
             | QueueCmd::RemoteDeliveries(..)
             | QueueCmd::RemoteCancelled(_)
             | QueueCmd::RemoteTimedOut(..) => {}
+            QueueCmd::Stream(cmd) => self.stream_cmd(cmd),
         }
     }
 
@@ -407,6 +467,7 @@ impl StreamQueue {
         for c in self.consumers.drain(..) {
             c.cancelled();
         }
+        self.end_subscriptions();
         if let Some(id) = self.shared.store_id {
             self.store
                 .submit(Op::delete_queue(&self.shared.vhost, &self.shared.name, id));

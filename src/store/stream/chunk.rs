@@ -234,6 +234,9 @@ pub struct ChunkBuilder {
     buf: Vec<u8>,
     entries: u16,
     records: u32,
+    /// The last publishing id of each deduplicating publisher with records in the chunk,
+    /// written as the chunk's trailer ([`super::tracking`]).
+    writers: Vec<(String, u64)>,
 }
 
 impl Default for ChunkBuilder {
@@ -251,6 +254,7 @@ impl ChunkBuilder {
             buf,
             entries: 0,
             records: 0,
+            writers: Vec::new(),
         }
     }
 
@@ -303,6 +307,27 @@ impl ChunkBuilder {
         true
     }
 
+    /// Notes that publisher `reference` (deduplicating by publishing id) has published up to
+    /// `seq` with this chunk.
+    pub fn track_writer(&mut self, reference: &str, seq: u64) {
+        match self.writers.iter_mut().find(|(r, _)| r == reference) {
+            Some((_, s)) => *s = seq,
+            None => self.writers.push((reference.to_owned(), seq)),
+        }
+    }
+
+    /// Notes publisher `reference` at `seq` unless the chunk already has a later word on it.
+    pub fn track_writer_if_absent(&mut self, reference: &str, seq: u64) {
+        if !self.writers.iter().any(|(r, _)| r == reference) {
+            self.writers.push((reference.to_owned(), seq));
+        }
+    }
+
+    /// The publishers' sequences the chunk's trailer will hold.
+    pub fn writers(&self) -> &[(String, u64)] {
+        &self.writers
+    }
+
     /// Records so far.
     pub fn records(&self) -> u32 {
         self.records
@@ -325,6 +350,9 @@ impl ChunkBuilder {
         timestamp: i64,
         epoch: u64,
     ) -> (ChunkHeader, Vec<u8>) {
+        let data_len = self.data_len() as u32;
+        let crc = crc32fast::hash(&self.buf[HEADER_LEN..]);
+        let trailer_len = super::tracking::encode_writers(&self.writers, &mut self.buf) as u32;
         let header = ChunkHeader {
             chunk_type: CHUNK_USER,
             num_entries: self.entries,
@@ -332,9 +360,9 @@ impl ChunkBuilder {
             timestamp,
             epoch,
             first_offset,
-            crc: crc32fast::hash(&self.buf[HEADER_LEN..]),
-            data_len: self.data_len() as u32,
-            trailer_len: 0,
+            crc,
+            data_len,
+            trailer_len,
             bloom_len: 0,
         };
         self.buf[..HEADER_LEN].copy_from_slice(&header.encode());

@@ -15,10 +15,11 @@ pub mod chunk;
 pub mod index;
 pub mod record;
 mod segment;
+pub mod tracking;
 
 use chunk::{ChunkBuilder, ChunkHeader};
 use segment::{index_path, segment_path, OpenSegment, SegmentInfo, SEGMENT_HEADER_LEN};
-use std::collections::VecDeque;
+use std::collections::{HashMap, VecDeque};
 use std::fs::File;
 use std::path::{Path, PathBuf};
 
@@ -96,6 +97,8 @@ pub struct StreamLog {
     sealed: VecDeque<SegmentInfo>,
     active: OpenSegment,
     last_timestamp: i64,
+    /// The last publishing id of each deduplicating publisher, as the chunks' trailers say.
+    writers: HashMap<String, u64>,
 }
 
 fn io_err(path: &Path) -> impl Fn(std::io::Error) -> StreamLogError + '_ {
@@ -142,13 +145,58 @@ impl StreamLog {
             .map_or(0, |r| r.timestamp);
         let mut options = options;
         options.max_segment_bytes = options.max_segment_bytes.clamp(1, u64::from(u32::MAX));
-        Ok(StreamLog {
+        let mut log = StreamLog {
             dir: dir.to_owned(),
             options,
             sealed,
             active,
             last_timestamp,
-        })
+            writers: HashMap::new(),
+        };
+        log.writers = log.scan_writers()?;
+        Ok(log)
+    }
+
+    /// Reads the publishers' sequences from the trailers of every chunk kept (two positioned
+    /// reads per chunk that has a trailer).
+    fn scan_writers(&self) -> Result<HashMap<String, u64>, StreamLogError> {
+        let mut writers = HashMap::new();
+        let segments = self.sealed.iter().chain(std::iter::once(&self.active.info));
+        for s in segments.filter(|s| s.chunks > 0) {
+            let sp = segment_path(&self.dir, s.first_offset);
+            let data = File::open(&sp).map_err(io_err(&sp))?;
+            let trailers = self.with_index(s, |idx| {
+                let mut out = Vec::new();
+                for i in 0..s.chunks {
+                    let r = index::read(idx, i)?;
+                    if let Some(t) = segment::read_trailer(&data, u64::from(r.pos))? {
+                        out.push(t);
+                    }
+                }
+                Ok(out)
+            })?;
+            for t in trailers {
+                for (r, seq) in tracking::decode_writers(&t) {
+                    writers.insert(r, seq);
+                }
+            }
+        }
+        Ok(writers)
+    }
+
+    /// The last publishing id of each deduplicating publisher whose messages are in the log.
+    pub fn writers(&self) -> &HashMap<String, u64> {
+        &self.writers
+    }
+
+    /// The offsets consumers stored (`StoreOffset`), as last saved.
+    pub fn stored_offsets(&self) -> Result<HashMap<String, u64>, StreamLogError> {
+        tracking::load_offsets(&self.dir)
+    }
+
+    /// Saves the offsets consumers stored, replacing what was saved.
+    pub fn save_offsets(&self, offsets: &[(String, u64)]) -> Result<(), StreamLogError> {
+        tracking::save_offsets(&self.dir, offsets)
     }
 
     /// The directory the log lives in.
@@ -201,7 +249,7 @@ impl StreamLog {
     /// is empty.
     pub fn append(
         &mut self,
-        chunk: ChunkBuilder,
+        mut chunk: ChunkBuilder,
         now_ms: i64,
     ) -> Result<Option<ChunkHeader>, StreamLogError> {
         if chunk.is_empty() {
@@ -212,6 +260,15 @@ impl StreamLog {
             && self.active.info.size + total > self.options.max_segment_bytes
         {
             self.roll()?;
+        }
+        if self.active.info.chunks == 0 {
+            // A segment's first chunk carries every publisher's sequence (see `tracking`).
+            for (r, seq) in &self.writers {
+                chunk.track_writer_if_absent(r, *seq);
+            }
+        }
+        for (r, seq) in chunk.writers() {
+            self.writers.insert(r.clone(), *seq);
         }
         let timestamp = now_ms.max(self.last_timestamp);
         let (h, bytes) = chunk.finish(self.next_offset(), timestamp, self.options.epoch);

@@ -32,7 +32,7 @@ pub fn push_message(chunk: &mut ChunkBuilder, msg: &Message) -> bool {
 pub fn read_message(record: Bytes) -> Option<Message> {
     let b = record.as_ref();
     if *b.first()? != AMQP_091 {
-        return None;
+        return from_amqp_10(b);
     }
     let xl = usize::from(*b.get(1)?);
     let exchange = std::str::from_utf8(b.get(2..2 + xl)?).ok()?;
@@ -52,6 +52,44 @@ pub fn read_message(record: Bytes) -> Option<Message> {
         )),
         None => Message::from_stored_bytes(exchange, key, props_len, data),
     }
+}
+
+/// An AMQP 1.0 record (published over the stream protocol) as a 0-9-1 message.
+fn from_amqp_10(b: &[u8]) -> Option<Message> {
+    let d = crate::message_amqp10::decode(b)?;
+    let raw = cookie_factory::gen_simple(
+        amq_protocol::protocol::basic::gen_properties(&d.properties),
+        Vec::new(),
+    )
+    .ok()?;
+    let props_len = raw.len();
+    let mut data = raw;
+    data.extend_from_slice(&d.body);
+    Some(Message::new(
+        crate::shortstr::short(d.exchange.as_deref().unwrap_or_default()),
+        crate::shortstr::short(d.routing_key.as_deref().unwrap_or_default()),
+        Bytes::from(data),
+        props_len,
+        &d.properties,
+    ))
+}
+
+/// The record as an AMQP 1.0 message: as it is when it is one, converted when it holds a
+/// message published over AMQP 0-9-1; None when it is malformed.
+pub fn as_amqp_10(record: &[u8]) -> Option<std::borrow::Cow<'_, [u8]>> {
+    if record.first() != Some(&AMQP_091) {
+        return Some(std::borrow::Cow::Borrowed(record));
+    }
+    let msg = read_message(Bytes::copy_from_slice(record))?;
+    let props = msg.properties();
+    Some(std::borrow::Cow::Owned(crate::message_amqp10::encode(
+        &crate::message_amqp10::Parts {
+            exchange: msg.exchange.as_str(),
+            routing_key: msg.routing_key.as_str(),
+            properties: &props,
+            body: msg.body(),
+        },
+    )))
 }
 
 #[cfg(test)]

@@ -112,6 +112,23 @@ pub fn read_chunk_at(f: &File, pos: u64) -> std::io::Result<Option<(ChunkHeader,
     }
 }
 
+/// The trailer of the chunk at `pos`, when it has one (the header and the trailer are read,
+/// not the data).
+pub fn read_trailer(f: &File, pos: u64) -> std::io::Result<Option<Vec<u8>>> {
+    let mut head = [0u8; HEADER_LEN];
+    f.read_exact_at(&mut head, pos)?;
+    let Ok(h) = ChunkHeader::decode(&head) else {
+        return Ok(None);
+    };
+    if h.trailer_len == 0 || h.trailer_len > u32::from(u16::MAX) * 16 {
+        return Ok(None);
+    }
+    let mut t = vec![0u8; h.trailer_len as usize];
+    let at = pos + h.data_start() as u64 + u64::from(h.data_len);
+    f.read_exact_at(&mut t, at)?;
+    Ok(Some(t))
+}
+
 impl OpenSegment {
     /// A new, empty segment whose first chunk will be `first`.
     pub fn create(dir: &Path, first: u64) -> Result<OpenSegment, StreamLogError> {

@@ -1,0 +1,363 @@
+//! A stream's stream-protocol clients, as its task sees them: publishers whose records are
+//! appended as they came (AMQP 1.0 messages) and confirmed by publishing id after the write
+//! is synced, deduplicated by publisher reference (a publishing id at or below the last one
+//! stored for the reference is confirmed, not stored again); subscriptions that get whole
+//! chunks, as they are on disk, within a credit counted in chunks; and the offsets consumers
+//! store by reference, saved with the next write (or the next statistics tick).
+
+use super::StreamQueue;
+use crate::store::stream::chunk::{self, ChunkBuilder, Entries, Entry, CHUNK_USER};
+use crate::store::stream::record;
+use crate::store::stream::{LogReader, OffsetSpec};
+use bytes::Bytes;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use tokio::sync::{mpsc, oneshot};
+
+/// Where a connection hears from the streams it uses.
+pub type EventSink = mpsc::UnboundedSender<StreamEvent>;
+
+/// Bytes of chunks a connection may have sent to it but not yet written to its socket: past
+/// this, its subscriptions wait (whatever their credit) until it wrote some and asks again
+/// (a credit of 0), so a slow reader holds at most this much in memory.
+pub const MAX_BACKLOG: usize = 4 << 20;
+
+/// What a stream's task tells a stream-protocol connection.
+#[derive(Debug)]
+pub enum StreamEvent {
+    /// These publishing ids of publisher `publisher` are on disk (or were already).
+    Confirmed { publisher: u8, ids: Vec<u64> },
+    /// These publishing ids were not stored.
+    Refused { publisher: u8, ids: Vec<u64> },
+    /// A chunk for subscription `subscription` as a reader of data gets it (osiris sends
+    /// data readers the same): its header, with no Bloom filter or trailer counted, and its
+    /// data entries as on disk.
+    Chunk {
+        subscription: u8,
+        header: [u8; chunk::HEADER_LEN],
+        data: Bytes,
+    },
+    /// The stream was deleted: its subscriptions ended.
+    Deleted { stream: String },
+}
+
+/// What a stream-protocol connection asks of a stream's task.
+#[derive(Debug)]
+pub enum StreamCmd {
+    /// Appends `messages` (publishing id, AMQP 1.0 message) of publisher `publisher`;
+    /// with a `reference`, ids at or below the last stored for it are not stored again.
+    Append {
+        publisher: u8,
+        reference: Option<Arc<str>>,
+        messages: Vec<(u64, Bytes)>,
+        events: EventSink,
+    },
+    /// Starts subscription `id` of connection `connection` at `start` with `credit` chunks;
+    /// `backlog` counts the bytes sent to the connection and not yet written by it.
+    Subscribe {
+        connection: u64,
+        id: u8,
+        start: OffsetSpec,
+        credit: u16,
+        events: EventSink,
+        backlog: Arc<AtomicUsize>,
+    },
+    /// Gives subscription `id` of `connection` `credit` more chunks.
+    Credit {
+        connection: u64,
+        id: u8,
+        credit: u16,
+    },
+    /// Ends subscription `id` of `connection`.
+    Unsubscribe { connection: u64, id: u8 },
+    /// Ends every subscription of `connection` (it closed).
+    Forget { connection: u64 },
+    /// Stores `offset` for consumer `reference`.
+    StoreOffset { reference: String, offset: u64 },
+    /// The offset stored for `reference`.
+    QueryOffset {
+        reference: String,
+        reply: oneshot::Sender<Option<u64>>,
+    },
+    /// The last publishing id stored for publisher `reference` (0: none).
+    QuerySequence {
+        reference: String,
+        reply: oneshot::Sender<u64>,
+    },
+    /// The first offset kept and the first offset of the last committed chunk.
+    Stats {
+        reply: oneshot::Sender<(u64, Option<u64>)>,
+    },
+}
+
+/// Publishing ids waiting for a write to be synced.
+#[derive(Debug)]
+pub(super) struct PendingAppend {
+    publisher: u8,
+    ids: Vec<u64>,
+    events: EventSink,
+}
+
+impl PendingAppend {
+    /// Tells the publisher how its write went.
+    pub(super) fn complete(self, ok: bool) {
+        let (publisher, ids) = (self.publisher, self.ids);
+        let _ = self.events.send(match ok {
+            true => StreamEvent::Confirmed { publisher, ids },
+            false => StreamEvent::Refused { publisher, ids },
+        });
+    }
+}
+
+/// A stream-protocol subscription.
+pub(super) struct Subscription {
+    connection: u64,
+    id: u8,
+    start: OffsetSpec,
+    reader: Option<LogReader>,
+    credit: u32,
+    events: EventSink,
+    backlog: Arc<AtomicUsize>,
+}
+
+/// Chunk bytes are gathered into the next chunk up to this size.
+const CHUNK_BYTES: usize = super::CHUNK_BYTES;
+
+/// A chunk's data as stream-protocol readers take it: records of messages published over
+/// AMQP 0-9-1 are converted to AMQP 1.0 (the chunk is rebuilt, its offsets unchanged); a
+/// chunk without any is returned as it is.
+fn for_stream_readers(h: chunk::ChunkHeader, data: Bytes) -> (chunk::ChunkHeader, Bytes) {
+    let is_091 = |e: &Result<Entry<'_>, _>| matches!(e, Ok(Entry::Simple(r)) if r.first() == Some(&record::AMQP_091));
+    if !Entries::new(&data).any(|e| is_091(&e)) {
+        return (h, data);
+    }
+    let mut b = ChunkBuilder::with_capacity(data.len() + data.len() / 4);
+    for e in Entries::new(&data) {
+        match e {
+            Ok(Entry::Simple(r)) => {
+                let converted = record::as_amqp_10(r);
+                b.push_simple(converted.as_deref().unwrap_or(r));
+            }
+            Ok(Entry::SubBatch {
+                compression,
+                records,
+                uncompressed_len,
+                body,
+            }) => {
+                b.push_sub_batch(compression, records, uncompressed_len, body);
+            }
+            Err(_) => return (h, data),
+        }
+    }
+    let (rebuilt, bytes) = b.finish(h.first_offset, h.timestamp, h.epoch);
+    if rebuilt.num_records != h.num_records {
+        return (h, data);
+    }
+    let bytes = Bytes::from(bytes);
+    (rebuilt, bytes.slice(chunk::HEADER_LEN..))
+}
+
+impl StreamQueue {
+    pub(super) fn stream_cmd(&mut self, cmd: StreamCmd) {
+        match cmd {
+            StreamCmd::Append {
+                publisher,
+                reference,
+                messages,
+                events,
+            } => self.append(publisher, reference, messages, events),
+            StreamCmd::Subscribe {
+                connection,
+                id,
+                start,
+                credit,
+                events,
+                backlog,
+            } => {
+                self.subscriptions.push(Subscription {
+                    connection,
+                    id,
+                    start,
+                    reader: None,
+                    credit: u32::from(credit),
+                    events,
+                    backlog,
+                });
+                self.attach_readers();
+            }
+            StreamCmd::Credit {
+                connection,
+                id,
+                credit,
+            } => {
+                if let Some(s) = self
+                    .subscriptions
+                    .iter_mut()
+                    .find(|s| s.connection == connection && s.id == id)
+                {
+                    s.credit = s.credit.saturating_add(u32::from(credit));
+                }
+            }
+            StreamCmd::Unsubscribe { connection, id } => self
+                .subscriptions
+                .retain(|s| !(s.connection == connection && s.id == id)),
+            StreamCmd::Forget { connection } => {
+                self.subscriptions.retain(|s| s.connection != connection)
+            }
+            StreamCmd::StoreOffset { reference, offset } => {
+                self.offsets.insert(reference, offset);
+                self.offsets_dirty = true;
+            }
+            StreamCmd::QueryOffset { reference, reply } => {
+                let _ = reply.send(self.offsets.get(&reference).copied());
+            }
+            StreamCmd::QuerySequence { reference, reply } => {
+                let _ = reply.send(self.writers.get(reference.as_str()).copied().unwrap_or(0));
+            }
+            StreamCmd::Stats { reply } => {
+                let _ = reply.send((self.first, self.facts.committed_chunk));
+            }
+        }
+    }
+
+    fn append(
+        &mut self,
+        publisher: u8,
+        reference: Option<Arc<str>>,
+        messages: Vec<(u64, Bytes)>,
+        events: EventSink,
+    ) {
+        let mut stored = Vec::with_capacity(messages.len());
+        let mut refused = Vec::new();
+        let mut already = Vec::new();
+        for (id, message) in messages {
+            if self.broken || self.stopped {
+                refused.push(id);
+                continue;
+            }
+            if let Some(r) = &reference {
+                if self.writers.get(&**r).is_some_and(|last| id <= *last) {
+                    already.push(id);
+                    continue;
+                }
+            }
+            let fits = |c: &ChunkBuilder| c.data_len() < CHUNK_BYTES;
+            if !self.chunks.last().is_some_and(fits) {
+                self.chunks.push(ChunkBuilder::default());
+            }
+            let mut pushed = self
+                .chunks
+                .last_mut()
+                .is_some_and(|c| c.push_simple(&message));
+            if !pushed {
+                let mut fresh = ChunkBuilder::default();
+                pushed = fresh.push_simple(&message);
+                self.chunks.push(fresh);
+            }
+            if !pushed {
+                refused.push(id);
+                continue;
+            }
+            if let (Some(r), Some(c)) = (&reference, self.chunks.last_mut()) {
+                c.track_writer(r, id);
+                self.writers.insert(r.clone(), id);
+            }
+            stored.push(id);
+        }
+        self.stats
+            .add(super::super::stats::Counter::Publish, stored.len() as u64);
+        // Ids already stored are confirmed with the write under way, so a publisher never
+        // hears of a later id before an earlier one.
+        stored.extend(already);
+        if !stored.is_empty() {
+            let pending = PendingAppend {
+                publisher,
+                ids: stored,
+                events: events.clone(),
+            };
+            if self.chunks.is_empty() && self.pending.is_empty() {
+                pending.complete(true);
+            } else {
+                self.pending.push(pending);
+            }
+        }
+        if !refused.is_empty() {
+            PendingAppend {
+                publisher,
+                ids: refused,
+                events,
+            }
+            .complete(false);
+        }
+    }
+
+    /// Places the readers of subscriptions that have none yet.
+    pub(super) fn attach_subscriptions(&mut self) {
+        let Some(log) = self.log.as_ref() else {
+            return;
+        };
+        for s in self.subscriptions.iter_mut().filter(|s| s.reader.is_none()) {
+            match log.reader(s.start) {
+                Ok(r) => s.reader = Some(r),
+                Err(e) => {
+                    tracing::error!(queue = %self.shared.name, error = %e, "cannot read the stream");
+                }
+            }
+        }
+    }
+
+    /// Hands committed chunks to every subscription with credit.
+    pub(super) fn deliver_chunks(&mut self) {
+        let committed = self.committed;
+        let mut gone = Vec::new();
+        for s in self.subscriptions.iter_mut() {
+            while s.credit > 0 && s.backlog.load(Ordering::Acquire) < MAX_BACKLOG {
+                let Some(reader) = s.reader.as_mut() else {
+                    break;
+                };
+                let (h, bytes) = match reader.next_chunk(committed) {
+                    Ok(Some(c)) => c,
+                    Ok(None) => break,
+                    Err(e) => {
+                        tracing::error!(queue = %self.shared.name, error = %e, "reading the stream failed");
+                        break;
+                    }
+                };
+                if h.chunk_type != CHUNK_USER {
+                    continue;
+                }
+                let start = h.data_start();
+                let data = Bytes::from(bytes).slice(start..start + h.data_len as usize);
+                let (h, data) = for_stream_readers(h, data);
+                let header = chunk::ChunkHeader {
+                    bloom_len: 0,
+                    trailer_len: 0,
+                    ..h
+                };
+                s.backlog
+                    .fetch_add(chunk::HEADER_LEN + data.len(), Ordering::AcqRel);
+                let event = StreamEvent::Chunk {
+                    subscription: s.id,
+                    header: header.encode(),
+                    data,
+                };
+                if s.events.send(event).is_err() {
+                    gone.push((s.connection, s.id));
+                    break;
+                }
+                s.credit -= 1;
+            }
+        }
+        self.subscriptions
+            .retain(|s| !gone.contains(&(s.connection, s.id)));
+    }
+
+    /// Tells every subscriber the stream went.
+    pub(super) fn end_subscriptions(&mut self) {
+        for s in self.subscriptions.drain(..) {
+            let _ = s.events.send(StreamEvent::Deleted {
+                stream: self.shared.name.clone(),
+            });
+        }
+    }
+}

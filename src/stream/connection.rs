@@ -1,0 +1,203 @@
+//! One stream protocol connection: the handshake (peer properties, SASL, tune, open), then
+//! requests dispatched to the core (stream creation and deletion through the broker's
+//! declare and delete, publishes and subscriptions to the stream's task), and what the
+//! streams send back (confirms, chunks) written as frames. One task per connection: it reads
+//! frames, answers them, and writes what the streams' tasks send it; the socket is flushed
+//! once per wake-up, not per frame.
+
+use super::frame::{code, key, publish_error, Frame, Malformed};
+use super::request::Request;
+use super::session::{Next, Session};
+use crate::broker::Broker;
+use crate::queue::stream::StreamEvent;
+use bytes::{Buf, Bytes, BytesMut};
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::io::{AsyncReadExt, AsyncWriteExt, BufWriter};
+use tokio::net::tcp::OwnedWriteHalf;
+use tokio::net::TcpStream;
+use tokio::sync::{mpsc, watch};
+use tokio::time::Instant;
+
+/// Events written per wake-up before the socket is read again.
+const EVENTS_PER_TURN: usize = 256;
+
+/// Runs one connection from its first frame to its end.
+pub async fn run(
+    socket: TcpStream,
+    peer: SocketAddr,
+    broker: Arc<Broker>,
+    mut shutdown: watch::Receiver<bool>,
+) {
+    let _ = socket.set_nodelay(true);
+    let (mut rd, wr) = socket.into_split();
+    let mut wr = BufWriter::with_capacity(64 * 1024, wr);
+    let (events, mut inbox) = mpsc::unbounded_channel();
+    let mut s = Session::new(broker.clone(), peer, events);
+    let mut buf = BytesMut::with_capacity(64 * 1024);
+    let handshake_deadline = Instant::now() + Duration::from_secs(broker.config.handshake_timeout);
+    let mut last_read = Instant::now();
+    let mut last_write = Instant::now();
+    let mut ticker = tokio::time::interval(Duration::from_secs(1));
+    'conn: loop {
+        tokio::select! {
+            _ = shutdown.changed() => break,
+            n = rd.read_buf(&mut buf) => {
+                match n {
+                    Ok(0) | Err(_) => break,
+                    Ok(_) => last_read = Instant::now(),
+                }
+                loop {
+                    match next_frame(&mut buf, s.frame_max()) {
+                        Ok(None) => break,
+                        Ok(Some(body)) => {
+                            let next = match Request::decode(body) {
+                                Ok(req) => s.handle(req, &mut wr).await,
+                                Err(Malformed) => {
+                                    s.close(&mut wr, code::UNKNOWN_FRAME, "malformed frame").await
+                                }
+                            };
+                            if matches!(next, Next::Close) {
+                                let _ = wr.flush().await;
+                                break 'conn;
+                            }
+                        }
+                        Err(TooLarge) => {
+                            let _ = s.close(&mut wr, code::FRAME_TOO_LARGE, "frame too large").await;
+                            let _ = wr.flush().await;
+                            break 'conn;
+                        }
+                    }
+                }
+            }
+            Some(ev) = inbox.recv() => {
+                if write_event(&mut s, &mut wr, ev).await.is_err() {
+                    break;
+                }
+                for _ in 0..EVENTS_PER_TURN {
+                    let Ok(ev) = inbox.try_recv() else { break };
+                    if write_event(&mut s, &mut wr, ev).await.is_err() {
+                        break 'conn;
+                    }
+                }
+            }
+            _ = ticker.tick() => {
+                let now = Instant::now();
+                if !s.opened() && now > handshake_deadline {
+                    break;
+                }
+                let hb = u64::from(s.heartbeat());
+                if hb > 0 {
+                    if now.duration_since(last_read) > Duration::from_secs(hb * 2) {
+                        tracing::warn!(%peer, "stream connection missed heartbeats, closing");
+                        break;
+                    }
+                    if now.duration_since(last_write) >= Duration::from_secs(hb) {
+                        let _ = wr.write_all(&Frame::command(key::HEARTBEAT, 1).finish()).await;
+                    }
+                }
+            }
+        }
+        if !wr.buffer().is_empty() {
+            if wr.flush().await.is_err() {
+                break;
+            }
+            last_write = Instant::now();
+        }
+    }
+    s.closed().await;
+}
+
+/// A frame larger than the negotiated maximum.
+struct TooLarge;
+
+/// Splits the next whole frame's body off `buf`.
+fn next_frame(buf: &mut BytesMut, frame_max: u32) -> Result<Option<Bytes>, TooLarge> {
+    if buf.len() < 4 {
+        return Ok(None);
+    }
+    let len = u32::from_be_bytes([buf[0], buf[1], buf[2], buf[3]]);
+    if frame_max > 0 && len > frame_max {
+        return Err(TooLarge);
+    }
+    let len = len as usize;
+    if buf.len() < 4 + len {
+        buf.reserve(4 + len - buf.len());
+        return Ok(None);
+    }
+    buf.advance(4);
+    Ok(Some(buf.split_to(len).freeze()))
+}
+
+/// Writes what a stream's task sent.
+async fn write_event(
+    s: &mut Session,
+    wr: &mut BufWriter<OwnedWriteHalf>,
+    ev: StreamEvent,
+) -> std::io::Result<()> {
+    match ev {
+        StreamEvent::Confirmed { publisher, ids } => {
+            let mut f = Frame::command(key::PUBLISH_CONFIRM, 1)
+                .u8(publisher)
+                .u32(ids.len() as u32);
+            for id in ids {
+                f = f.u64(id);
+            }
+            wr.write_all(&f.finish()).await
+        }
+        StreamEvent::Refused { publisher, ids } => {
+            wr.write_all(&publish_error(publisher, &ids, code::INTERNAL_ERROR))
+                .await
+        }
+        StreamEvent::Chunk {
+            subscription,
+            header,
+            data,
+        } => {
+            let bytes = header.len() + data.len();
+            if !s.subscribed(subscription) {
+                s.chunk_written(bytes).await;
+                return Ok(());
+            }
+            let len = (2 + 2 + 1 + header.len() + data.len()) as u32;
+            let mut head = [0u8; 9];
+            head[..4].copy_from_slice(&len.to_be_bytes());
+            head[4..6].copy_from_slice(&key::DELIVER.to_be_bytes());
+            head[6..8].copy_from_slice(&1u16.to_be_bytes());
+            head[8] = subscription;
+            wr.write_all(&head).await?;
+            wr.write_all(&header).await?;
+            wr.write_all(&data).await?;
+            s.chunk_written(bytes).await;
+            Ok(())
+        }
+        StreamEvent::Deleted { stream } => {
+            s.stream_deleted(&stream);
+            let f = Frame::command(key::METADATA_UPDATE, 1)
+                .u16(code::STREAM_NOT_AVAILABLE)
+                .string(&stream);
+            wr.write_all(&f.finish()).await
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn frames_are_split_whole_and_oversized_ones_refused() {
+        let mut buf = BytesMut::new();
+        buf.extend_from_slice(&[0, 0, 0, 3, 1, 2]);
+        assert!(matches!(next_frame(&mut buf, 100), Ok(None)));
+        buf.extend_from_slice(&[3, 0, 0]);
+        let Ok(Some(body)) = next_frame(&mut buf, 100) else {
+            panic!("a frame");
+        };
+        assert_eq!(&body[..], &[1, 2, 3]);
+        assert_eq!(buf.len(), 2);
+        let mut big = BytesMut::from(&[0u8, 0, 1, 0][..]);
+        assert!(next_frame(&mut big, 255).is_err());
+    }
+}

@@ -1,0 +1,636 @@
+//! A stream protocol connection's state and its request handlers, named after the protocol's
+//! commands (the handshake's are in `handshake`): streams (`create`, `delete`, `metadata`, `stream_stats`),
+//! publishers (`declare_publisher`, `publish`, `query_publisher_sequence`,
+//! `delete_publisher`) and consumers (`subscribe`, `credit`, `unsubscribe`, `store_offset`,
+//! `query_offset`). Answers use RabbitMQ's response codes.
+
+use super::frame::{code, key, publish_error, Frame};
+use super::request::{Published, Request};
+use crate::broker::Broker;
+use crate::error::CoreError;
+use crate::permissions::Access;
+use crate::queue::stream::{EventSink, StreamCmd, MAX_BACKLOG};
+use crate::queue::QueueRef;
+use crate::vhost::VHost;
+use bytes::Bytes;
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use tokio::io::{AsyncWrite, AsyncWriteExt};
+use tokio::sync::oneshot;
+
+/// The largest frame accepted before tune settles one (RabbitMQ's default `frame_max`).
+pub const DEFAULT_FRAME_MAX: u32 = 1_048_576;
+
+/// The heartbeat interval the server proposes, in seconds (RabbitMQ's default).
+pub const DEFAULT_HEARTBEAT: u32 = 60;
+
+/// What a handled request leaves the connection to do.
+pub(super) enum Next {
+    Continue,
+    /// Flush what was written and close the socket.
+    Close,
+}
+
+/// Where the handshake is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Phase {
+    /// Before a successful SASL authenticate.
+    Unauthenticated,
+    /// Authenticated, tune sent; waiting for the client's tune and open.
+    Authenticated,
+    /// Open: requests on streams are served.
+    Open,
+}
+
+/// A declared publisher.
+struct Publisher {
+    queue: QueueRef,
+    reference: Option<Arc<str>>,
+}
+
+/// A connection's state.
+pub(super) struct Session {
+    pub(super) broker: Arc<Broker>,
+    pub(super) peer: SocketAddr,
+    id: u64,
+    pub(super) phase: Phase,
+    pub(super) mechanism: Option<String>,
+    pub(super) user: Option<String>,
+    pub(super) vhost: Option<Arc<VHost>>,
+    pub(super) frame_max: u32,
+    pub(super) heartbeat: u32,
+    publishers: HashMap<u8, Publisher>,
+    subscriptions: HashMap<u8, QueueRef>,
+    events: EventSink,
+    /// Bytes of chunks the streams sent this connection that it has not written yet.
+    backlog: Arc<AtomicUsize>,
+}
+
+/// Writes a frame; a failed write shows up at the next flush.
+pub(super) async fn send<W: AsyncWrite + Unpin>(wr: &mut W, frame: Bytes) {
+    let _ = wr.write_all(&frame).await;
+}
+
+/// A response carrying only its code.
+pub(super) fn reply(k: u16, corr: u32, c: u16) -> Bytes {
+    Frame::response(k, 1, corr, c).finish()
+}
+
+/// The stream-protocol code of a core error.
+fn code_of(e: &CoreError) -> u16 {
+    match e {
+        CoreError::AccessRefused(_) => code::ACCESS_REFUSED,
+        CoreError::NotFound { .. } => code::STREAM_DOES_NOT_EXIST,
+        CoreError::PreconditionFailed(_) => code::PRECONDITION_FAILED,
+        _ => code::INTERNAL_ERROR,
+    }
+}
+
+impl Session {
+    pub(super) fn new(broker: Arc<Broker>, peer: SocketAddr, events: EventSink) -> Session {
+        Session {
+            id: broker.next_id(),
+            broker,
+            peer,
+            phase: Phase::Unauthenticated,
+            mechanism: None,
+            user: None,
+            vhost: None,
+            frame_max: DEFAULT_FRAME_MAX,
+            heartbeat: DEFAULT_HEARTBEAT,
+            publishers: HashMap::new(),
+            subscriptions: HashMap::new(),
+            events,
+            backlog: Arc::default(),
+        }
+    }
+
+    /// The largest frame the client may send (0: no limit).
+    pub(super) fn frame_max(&self) -> u32 {
+        self.frame_max
+    }
+
+    /// The heartbeat interval in seconds (0: none).
+    pub(super) fn heartbeat(&self) -> u32 {
+        if self.phase == Phase::Open {
+            self.heartbeat
+        } else {
+            0
+        }
+    }
+
+    /// Whether the handshake is over.
+    pub(super) fn opened(&self) -> bool {
+        self.phase == Phase::Open
+    }
+
+    /// Whether subscription `id` is current (chunks for one that ended are dropped).
+    pub(super) fn subscribed(&self, id: u8) -> bool {
+        self.subscriptions.contains_key(&id)
+    }
+
+    /// A chunk of `bytes` was written: when that brings the backlog back under its bound, the
+    /// streams are asked to go on (a credit of 0 wakes a stream's deliveries).
+    pub(super) async fn chunk_written(&self, bytes: usize) {
+        let before = self.backlog.fetch_sub(bytes, Ordering::AcqRel);
+        if before >= MAX_BACKLOG && before - bytes < MAX_BACKLOG {
+            for (id, q) in &self.subscriptions {
+                let cmd = StreamCmd::Credit {
+                    connection: self.id,
+                    id: *id,
+                    credit: 0,
+                };
+                q.stream_request(cmd).await;
+            }
+        }
+    }
+
+    /// Forgets the publishers and subscriptions of a deleted stream.
+    pub(super) fn stream_deleted(&mut self, stream: &str) {
+        self.subscriptions.retain(|_, q| q.name != stream);
+        self.publishers.retain(|_, p| p.queue.name != stream);
+    }
+
+    /// Sends the server's close.
+    pub(super) async fn close<W: AsyncWrite + Unpin>(
+        &mut self,
+        wr: &mut W,
+        c: u16,
+        reason: &str,
+    ) -> Next {
+        let f = Frame::command(key::CLOSE, 1).u32(0).u16(c).string(reason);
+        send(wr, f.finish()).await;
+        Next::Close
+    }
+
+    /// The connection ended: its subscriptions go.
+    pub(super) async fn closed(&mut self) {
+        let queues: Vec<QueueRef> = self.subscriptions.drain().map(|(_, q)| q).collect();
+        for q in queues {
+            q.stream_request(StreamCmd::Forget {
+                connection: self.id,
+            })
+            .await;
+        }
+    }
+
+    /// Handles one request.
+    pub(super) async fn handle<W: AsyncWrite + Unpin>(&mut self, req: Request, wr: &mut W) -> Next {
+        match (self.phase, req) {
+            (_, Request::Heartbeat) | (_, Request::Response { .. }) => Next::Continue,
+            (
+                _,
+                Request::Close {
+                    corr,
+                    code: c,
+                    reason,
+                },
+            ) => {
+                tracing::debug!(peer = %self.peer, code = c, %reason, "stream client closed");
+                send(wr, reply(key::CLOSE, corr, code::OK)).await;
+                Next::Close
+            }
+            (Phase::Unauthenticated, Request::PeerProperties { corr, .. }) => {
+                self.peer_properties(corr, wr).await
+            }
+            (Phase::Unauthenticated, Request::SaslHandshake { corr }) => {
+                self.sasl_handshake(corr, wr).await
+            }
+            (
+                Phase::Unauthenticated,
+                Request::SaslAuthenticate {
+                    corr,
+                    mechanism,
+                    response,
+                },
+            ) => self.sasl_authenticate(corr, mechanism, response, wr).await,
+            (
+                Phase::Authenticated,
+                Request::Tune {
+                    frame_max,
+                    heartbeat,
+                },
+            ) => {
+                self.tune(frame_max, heartbeat);
+                Next::Continue
+            }
+            (Phase::Authenticated, Request::Open { corr, vhost }) => {
+                self.open(corr, vhost, wr).await
+            }
+            (Phase::Open, req) => self.serve(req, wr).await,
+            (_, req) => {
+                tracing::warn!(peer = %self.peer, ?req, "stream request out of order, closing");
+                self.close(wr, code::UNKNOWN_FRAME, "unexpected frame")
+                    .await
+            }
+        }
+    }
+
+    async fn serve<W: AsyncWrite + Unpin>(&mut self, req: Request, wr: &mut W) -> Next {
+        match req {
+            Request::Publish {
+                publisher,
+                messages,
+            } => return self.publish(publisher, messages, wr).await,
+            Request::Credit { id, credit } => return self.credit(id, credit, wr).await,
+            Request::DeclarePublisher {
+                corr,
+                id,
+                reference,
+                stream,
+            } => {
+                let c = self.declare_publisher(id, reference, &stream);
+                send(wr, reply(key::DECLARE_PUBLISHER, corr, c)).await;
+            }
+            Request::DeletePublisher { corr, id } => {
+                let c = match self.publishers.remove(&id) {
+                    Some(_) => code::OK,
+                    None => code::PUBLISHER_DOES_NOT_EXIST,
+                };
+                send(wr, reply(key::DELETE_PUBLISHER, corr, c)).await;
+            }
+            Request::QueryPublisherSequence {
+                corr,
+                reference,
+                stream,
+            } => {
+                let (c, seq) = match self.stream_for(&stream, Access::Read) {
+                    Err(c) => (c, 0),
+                    Ok(q) => {
+                        let (tx, rx) = oneshot::channel();
+                        let cmd = StreamCmd::QuerySequence {
+                            reference,
+                            reply: tx,
+                        };
+                        match q.stream_request(cmd).await {
+                            true => rx
+                                .await
+                                .map_or((code::STREAM_NOT_AVAILABLE, 0), |s| (code::OK, s)),
+                            false => (code::STREAM_NOT_AVAILABLE, 0),
+                        }
+                    }
+                };
+                let f = Frame::response(key::QUERY_PUBLISHER_SEQUENCE, 1, corr, c).u64(seq);
+                send(wr, f.finish()).await;
+            }
+            Request::Subscribe {
+                corr,
+                id,
+                stream,
+                offset,
+                credit,
+                ..
+            } => {
+                let c = self.subscribe(id, &stream, offset, credit).await;
+                send(wr, reply(key::SUBSCRIBE, corr, c)).await;
+            }
+            Request::Unsubscribe { corr, id } => {
+                let c = match self.subscriptions.remove(&id) {
+                    Some(q) => {
+                        let cmd = StreamCmd::Unsubscribe {
+                            connection: self.id,
+                            id,
+                        };
+                        q.stream_request(cmd).await;
+                        code::OK
+                    }
+                    None => code::SUBSCRIPTION_ID_DOES_NOT_EXIST,
+                };
+                send(wr, reply(key::UNSUBSCRIBE, corr, c)).await;
+            }
+            Request::StoreOffset {
+                reference,
+                stream,
+                offset,
+            } => {
+                // No answer, as RabbitMQ: a refused store is only logged.
+                match self.stream_for(&stream, Access::Read) {
+                    Ok(q) => {
+                        q.stream_request(StreamCmd::StoreOffset { reference, offset })
+                            .await;
+                    }
+                    Err(c) => {
+                        tracing::debug!(peer = %self.peer, %stream, code = c, "store offset refused")
+                    }
+                }
+            }
+            Request::QueryOffset {
+                corr,
+                reference,
+                stream,
+            } => {
+                let (c, offset) = match self.stream_for(&stream, Access::Read) {
+                    Err(c) => (c, 0),
+                    Ok(q) => {
+                        let (tx, rx) = oneshot::channel();
+                        let cmd = StreamCmd::QueryOffset {
+                            reference,
+                            reply: tx,
+                        };
+                        match q.stream_request(cmd).await {
+                            true => match rx.await {
+                                Ok(Some(o)) => (code::OK, o),
+                                Ok(None) => (code::NO_OFFSET, 0),
+                                Err(_) => (code::STREAM_NOT_AVAILABLE, 0),
+                            },
+                            false => (code::STREAM_NOT_AVAILABLE, 0),
+                        }
+                    }
+                };
+                let f = Frame::response(key::QUERY_OFFSET, 1, corr, c).u64(offset);
+                send(wr, f.finish()).await;
+            }
+            Request::Create {
+                corr,
+                stream,
+                arguments,
+            } => {
+                let c = self.create(&stream, &arguments).await;
+                send(wr, reply(key::CREATE, corr, c)).await;
+            }
+            Request::Delete { corr, stream } => {
+                let c = self.delete(&stream).await;
+                send(wr, reply(key::DELETE, corr, c)).await;
+            }
+            Request::Metadata { corr, streams } => {
+                send(wr, self.metadata(corr, &streams)).await;
+            }
+            Request::ExchangeCommandVersions { corr } => {
+                send(wr, exchange_command_versions(corr)).await;
+            }
+            Request::StreamStats { corr, stream } => {
+                send(wr, self.stream_stats(corr, &stream).await).await;
+            }
+            Request::Unknown { key: k, version } => {
+                tracing::warn!(peer = %self.peer, key = k, version, "unknown stream command, closing");
+                return self.close(wr, code::UNKNOWN_FRAME, "unknown frame").await;
+            }
+            other => {
+                tracing::warn!(peer = %self.peer, req = ?other, "stream request out of order, closing");
+                return self
+                    .close(wr, code::UNKNOWN_FRAME, "unexpected frame")
+                    .await;
+            }
+        }
+        Next::Continue
+    }
+
+    /// The stream `name` of the open vhost, if the user has `access` to it and it is a stream
+    /// served on this node; else the code to answer with.
+    fn stream_for(&self, name: &str, access: Access) -> Result<QueueRef, u16> {
+        let v = self.vhost.as_ref().ok_or(code::INTERNAL_ERROR)?;
+        let user = self.user.as_deref().unwrap_or_default();
+        let allowed = self
+            .broker
+            .permissions
+            .get(&v.name, user)
+            .is_some_and(|p| p.allows(access, name));
+        if !allowed {
+            return Err(code::ACCESS_REFUSED);
+        }
+        match v.queue(name) {
+            Ok(q) if q.args.stream && q.home.is_none() => Ok(q),
+            Ok(q) if q.args.stream => Err(code::STREAM_NOT_AVAILABLE),
+            _ => Err(code::STREAM_DOES_NOT_EXIST),
+        }
+    }
+
+    fn declare_publisher(&mut self, id: u8, reference: Option<String>, stream: &str) -> u16 {
+        if self.publishers.contains_key(&id) {
+            return code::PRECONDITION_FAILED;
+        }
+        match self.stream_for(stream, Access::Write) {
+            Ok(queue) => {
+                let reference = reference.map(|r| Arc::from(r.as_str()));
+                self.publishers.insert(id, Publisher { queue, reference });
+                code::OK
+            }
+            Err(c) => c,
+        }
+    }
+
+    async fn publish<W: AsyncWrite + Unpin>(
+        &mut self,
+        publisher: u8,
+        messages: Vec<Published>,
+        wr: &mut W,
+    ) -> Next {
+        let Some(p) = self.publishers.get(&publisher) else {
+            let ids: Vec<u64> = messages.iter().map(|m| m.id).collect();
+            send(
+                wr,
+                publish_error(publisher, &ids, code::PUBLISHER_DOES_NOT_EXIST),
+            )
+            .await;
+            return Next::Continue;
+        };
+        let ids: Vec<u64> = messages.iter().map(|m| m.id).collect();
+        let cmd = StreamCmd::Append {
+            publisher,
+            reference: p.reference.clone(),
+            messages: messages.into_iter().map(|m| (m.id, m.message)).collect(),
+            events: self.events.clone(),
+        };
+        if !p.queue.stream_request(cmd).await {
+            send(
+                wr,
+                publish_error(publisher, &ids, code::STREAM_NOT_AVAILABLE),
+            )
+            .await;
+        }
+        Next::Continue
+    }
+
+    async fn subscribe(
+        &mut self,
+        id: u8,
+        stream: &str,
+        offset: crate::store::stream::OffsetSpec,
+        credit: u16,
+    ) -> u16 {
+        if self.subscriptions.contains_key(&id) {
+            return code::SUBSCRIPTION_ID_ALREADY_EXISTS;
+        }
+        let q = match self.stream_for(stream, Access::Read) {
+            Ok(q) => q,
+            Err(c) => return c,
+        };
+        let cmd = StreamCmd::Subscribe {
+            connection: self.id,
+            id,
+            start: offset,
+            credit,
+            events: self.events.clone(),
+            backlog: self.backlog.clone(),
+        };
+        if !q.stream_request(cmd).await {
+            return code::STREAM_NOT_AVAILABLE;
+        }
+        self.subscriptions.insert(id, q);
+        code::OK
+    }
+
+    async fn credit<W: AsyncWrite + Unpin>(&mut self, id: u8, credit: u16, wr: &mut W) -> Next {
+        match self.subscriptions.get(&id) {
+            Some(q) => {
+                let cmd = StreamCmd::Credit {
+                    connection: self.id,
+                    id,
+                    credit,
+                };
+                q.stream_request(cmd).await;
+            }
+            None => {
+                // The only answer credit ever gets: its key, version, code, subscription.
+                let f = Frame::command(key::CREDIT | key::RESPONSE, 1)
+                    .u16(code::SUBSCRIPTION_ID_DOES_NOT_EXIST)
+                    .u8(id);
+                send(wr, f.finish()).await;
+            }
+        }
+        Next::Continue
+    }
+
+    async fn create(&mut self, stream: &str, arguments: &[(String, String)]) -> u16 {
+        let Some(v) = self.vhost.clone() else {
+            return code::INTERNAL_ERROR;
+        };
+        let user = self.user.clone().unwrap_or_default();
+        let allowed = self
+            .broker
+            .permissions
+            .get(&v.name, &user)
+            .is_some_and(|p| p.allows(Access::Configure, stream));
+        if !allowed {
+            return code::ACCESS_REFUSED;
+        }
+        if v.queue(stream).is_ok() {
+            return code::STREAM_ALREADY_EXISTS;
+        }
+        let Some(arguments) = super::arguments::table(arguments) else {
+            return code::PRECONDITION_FAILED;
+        };
+        let options = crate::vhost::QueueOptions {
+            durable: true,
+            arguments,
+            ..Default::default()
+        };
+        match self
+            .broker
+            .declare_queue(&v, stream, &options, self.id)
+            .await
+        {
+            Ok(_) => code::OK,
+            Err(e) => code_of(&e),
+        }
+    }
+
+    async fn delete(&mut self, stream: &str) -> u16 {
+        let Some(v) = self.vhost.clone() else {
+            return code::INTERNAL_ERROR;
+        };
+        if let Err(c) = self.stream_for(stream, Access::Configure) {
+            return c;
+        }
+        match self
+            .broker
+            .delete_queue(&v, stream, false, false, self.id)
+            .await
+        {
+            Ok(_) => code::OK,
+            Err(e) => code_of(&e),
+        }
+    }
+
+    fn metadata(&self, corr: u32, streams: &[String]) -> Bytes {
+        let (host, port) = super::advertised(&self.broker);
+        // A metadata response has no code of its own: brokers, then each stream's code.
+        let mut f = Frame::command(key::METADATA | key::RESPONSE, 1).u32(corr);
+        f = f.u32(1).u16(0).string(&host).u32(u32::from(port));
+        f = f.u32(streams.len() as u32);
+        for s in streams {
+            f = f.string(s);
+            match self.stream_for(s, Access::Read) {
+                Ok(_) => f = f.u16(code::OK).u16(0).u32(0),
+                Err(c) => {
+                    let c = if c == code::ACCESS_REFUSED {
+                        code::STREAM_DOES_NOT_EXIST
+                    } else {
+                        c
+                    };
+                    f = f.u16(c).u16(u16::MAX).u32(0)
+                }
+            }
+        }
+        f.finish()
+    }
+
+    async fn stream_stats(&self, corr: u32, stream: &str) -> Bytes {
+        let q = match self.stream_for(stream, Access::Read) {
+            Ok(q) => q,
+            Err(c) => {
+                return Frame::response(key::STREAM_STATS, 1, corr, c)
+                    .u32(0)
+                    .finish()
+            }
+        };
+        let (tx, rx) = oneshot::channel();
+        let answer = match q.stream_request(StreamCmd::Stats { reply: tx }).await {
+            true => rx.await.ok(),
+            false => None,
+        };
+        let Some((first, committed)) = answer else {
+            return Frame::response(key::STREAM_STATS, 1, corr, code::STREAM_NOT_AVAILABLE)
+                .u32(0)
+                .finish();
+        };
+        let stats = [
+            ("first_chunk_id", first as i64),
+            ("committed_chunk_id", committed.map_or(-1, |c| c as i64)),
+        ];
+        let mut f = Frame::response(key::STREAM_STATS, 1, corr, code::OK).u32(stats.len() as u32);
+        for (k, v) in stats {
+            f = f.string(k).i64(v);
+        }
+        f.finish()
+    }
+}
+
+/// The commands and versions this server speaks (the client picks within them).
+fn exchange_command_versions(corr: u32) -> Bytes {
+    let commands = [
+        key::DECLARE_PUBLISHER,
+        key::PUBLISH,
+        key::PUBLISH_CONFIRM,
+        key::PUBLISH_ERROR,
+        key::QUERY_PUBLISHER_SEQUENCE,
+        key::DELETE_PUBLISHER,
+        key::SUBSCRIBE,
+        key::DELIVER,
+        key::CREDIT,
+        key::STORE_OFFSET,
+        key::QUERY_OFFSET,
+        key::UNSUBSCRIBE,
+        key::CREATE,
+        key::DELETE,
+        key::METADATA,
+        key::METADATA_UPDATE,
+        key::PEER_PROPERTIES,
+        key::SASL_HANDSHAKE,
+        key::SASL_AUTHENTICATE,
+        key::TUNE,
+        key::OPEN,
+        key::CLOSE,
+        key::HEARTBEAT,
+        key::EXCHANGE_COMMAND_VERSIONS,
+        key::STREAM_STATS,
+    ];
+    let mut f = Frame::response(key::EXCHANGE_COMMAND_VERSIONS, 1, corr, code::OK)
+        .u32(commands.len() as u32);
+    for k in commands {
+        f = f.u16(k).u16(1).u16(1);
+    }
+    f.finish()
+}
