@@ -587,3 +587,134 @@ async fn a_reader_with_much_credit_gets_everything_without_holding_it_all() {
     assert_eq!(records, 1600);
     within(b.server.shutdown()).await;
 }
+
+/// The routing key of a test message: its body up to the first ':'.
+fn key_of(m: &Message) -> String {
+    let body = m.data().unwrap_or_default();
+    let text = String::from_utf8_lossy(body);
+    text.split(':').next().unwrap_or_default().to_owned()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn super_streams_route_by_key_to_their_partitions() {
+    use rabbitmq_stream_client::types::{RoutingKeyRoutingStrategy, RoutingStrategy};
+    let b = broker().await;
+    let env = env(&b).await;
+    within(
+        env.stream_creator()
+            .create_super_stream("invoices", 3, None),
+    )
+    .await
+    .expect("created");
+    let again = within(
+        env.stream_creator()
+            .create_super_stream("invoices", 3, None),
+    )
+    .await;
+    assert!(
+        matches!(
+            again,
+            Err(StreamCreateError::Create {
+                status: ResponseCode::StreamAlreadyExists,
+                ..
+            })
+        ),
+        "{again:?}"
+    );
+    // Through the super stream producer: `route` asked per key, each partition its producer.
+    let strategy = RoutingStrategy::RoutingKeyStrategy(RoutingKeyRoutingStrategy {
+        routing_extractor: &key_of,
+    });
+    let mut producer = within(env.super_stream_producer(strategy).build("invoices"))
+        .await
+        .expect("producer");
+    let (tx, mut confirmed) = tokio::sync::mpsc::unbounded_channel();
+    for i in 0..9 {
+        let body = format!("{}:{i}", i % 3);
+        let tx = tx.clone();
+        within(
+            producer.send(Message::builder().body(body).build(), move |r| {
+                let tx = tx.clone();
+                async move {
+                    let _ = tx.send(r.map(|c| c.confirmed()).unwrap_or(false));
+                }
+            }),
+        )
+        .await
+        .expect("sent");
+    }
+    for _ in 0..9 {
+        assert_eq!(within(confirmed.recv()).await, Some(true));
+    }
+    // Over AMQP 0-9-1: the super stream is a direct exchange, key "2" goes to invoices-2.
+    let (_c, ch) = b.channel().await;
+    within(ch.confirm_select(Default::default()))
+        .await
+        .expect("confirms");
+    within(ch.basic_publish(
+        "invoices".into(),
+        "2".into(),
+        Default::default(),
+        b"2:amqp",
+        Default::default(),
+    ))
+    .await
+    .expect("publish");
+    assert!(within(ch.wait_for_confirms())
+        .await
+        .expect("confirms")
+        .is_empty());
+
+    for (p, expected) in [
+        ("invoices-0", vec!["0:0", "0:3", "0:6"]),
+        ("invoices-1", vec!["1:1", "1:4", "1:7"]),
+        ("invoices-2", vec!["2:2", "2:5", "2:8", "2:amqp"]),
+    ] {
+        let mut c = consumer(&env, p, OffsetSpecification::First).await;
+        let got: Vec<String> = take(&mut c, expected.len())
+            .await
+            .into_iter()
+            .map(|(_, body)| body)
+            .collect();
+        assert_eq!(got, expected, "partition {p}");
+        quiet(&mut c).await;
+    }
+    // The super stream consumer reads every partition.
+    let mut all = within(
+        env.super_stream_consumer()
+            .offset(OffsetSpecification::First)
+            .build("invoices"),
+    )
+    .await
+    .expect("super stream consumer");
+    let mut bodies = Vec::new();
+    while bodies.len() < 10 {
+        let d = within(all.next()).await.expect("open").expect("delivery");
+        bodies.push(String::from_utf8_lossy(d.message().data().unwrap_or_default()).into_owned());
+    }
+    bodies.sort();
+    assert_eq!(bodies.len(), 10);
+    assert_eq!(bodies[9], "2:amqp");
+
+    within(env.delete_super_stream("invoices"))
+        .await
+        .expect("deleted");
+    for p in ["invoices-0", "invoices-1", "invoices-2"] {
+        assert!(
+            within(env.producer().build(p)).await.is_err(),
+            "{p} is gone"
+        );
+    }
+    let passive = within(ch.exchange_declare(
+        "invoices".into(),
+        lapin::ExchangeKind::Direct,
+        lapin::options::ExchangeDeclareOptions {
+            passive: true,
+            ..Default::default()
+        },
+        Default::default(),
+    ))
+    .await;
+    assert!(passive.is_err(), "the exchange is gone");
+    within(b.server.shutdown()).await;
+}

@@ -32,8 +32,12 @@ pub mod key {
     pub const OPEN: u16 = 0x0015;
     pub const CLOSE: u16 = 0x0016;
     pub const HEARTBEAT: u16 = 0x0017;
+    pub const ROUTE: u16 = 0x0018;
+    pub const PARTITIONS: u16 = 0x0019;
     pub const EXCHANGE_COMMAND_VERSIONS: u16 = 0x001b;
     pub const STREAM_STATS: u16 = 0x001c;
+    pub const CREATE_SUPER_STREAM: u16 = 0x001d;
+    pub const DELETE_SUPER_STREAM: u16 = 0x001e;
     /// The bit that marks a response.
     pub const RESPONSE: u16 = 0x8000;
 }
@@ -153,6 +157,16 @@ impl Reader {
             return Err(Malformed);
         }
         Ok(n)
+    }
+
+    /// An array of strings.
+    pub fn strings(&mut self) -> Result<Vec<String>, Malformed> {
+        let n = self.count(2)?;
+        let mut out = Vec::with_capacity(n);
+        for _ in 0..n {
+            out.push(self.string()?);
+        }
+        Ok(out)
     }
 
     /// A map of strings (peer properties, arguments).

@@ -11,6 +11,7 @@ pub mod frame;
 mod handshake;
 pub mod request;
 mod session;
+mod super_stream;
 
 use crate::broker::Broker;
 use std::sync::Arc;

@@ -109,6 +109,26 @@ pub enum Request {
         corr: u32,
         stream: String,
     },
+    CreateSuperStream {
+        corr: u32,
+        name: String,
+        partitions: Vec<String>,
+        binding_keys: Vec<String>,
+        arguments: Vec<(String, String)>,
+    },
+    DeleteSuperStream {
+        corr: u32,
+        name: String,
+    },
+    Partitions {
+        corr: u32,
+        super_stream: String,
+    },
+    Route {
+        corr: u32,
+        routing_key: String,
+        super_stream: String,
+    },
     /// A response the client sent (to the server's close).
     Response {
         key: u16,
@@ -212,15 +232,30 @@ impl Request {
                 corr: r.u32()?,
                 stream: r.string()?,
             },
-            key::METADATA => {
-                let corr = r.u32()?;
-                let n = r.count(2)?;
-                let mut streams = Vec::with_capacity(n);
-                for _ in 0..n {
-                    streams.push(r.string()?);
-                }
-                Request::Metadata { corr, streams }
-            }
+            key::METADATA => Request::Metadata {
+                corr: r.u32()?,
+                streams: r.strings()?,
+            },
+            key::CREATE_SUPER_STREAM => Request::CreateSuperStream {
+                corr: r.u32()?,
+                name: r.string()?,
+                partitions: r.strings()?,
+                binding_keys: r.strings()?,
+                arguments: r.properties()?,
+            },
+            key::DELETE_SUPER_STREAM => Request::DeleteSuperStream {
+                corr: r.u32()?,
+                name: r.string()?,
+            },
+            key::PARTITIONS => Request::Partitions {
+                corr: r.u32()?,
+                super_stream: r.string()?,
+            },
+            key::ROUTE => Request::Route {
+                corr: r.u32()?,
+                routing_key: r.string()?,
+                super_stream: r.string()?,
+            },
             key::EXCHANGE_COMMAND_VERSIONS => Request::ExchangeCommandVersions { corr: r.u32()? },
             key::STREAM_STATS => Request::StreamStats {
                 corr: r.u32()?,

@@ -54,7 +54,7 @@ struct Publisher {
 pub(super) struct Session {
     pub(super) broker: Arc<Broker>,
     pub(super) peer: SocketAddr,
-    id: u64,
+    pub(super) id: u64,
     pub(super) phase: Phase,
     pub(super) mechanism: Option<String>,
     pub(super) user: Option<String>,
@@ -79,7 +79,7 @@ pub(super) fn reply(k: u16, corr: u32, c: u16) -> Bytes {
 }
 
 /// The stream-protocol code of a core error.
-fn code_of(e: &CoreError) -> u16 {
+pub(super) fn code_of(e: &CoreError) -> u16 {
     match e {
         CoreError::AccessRefused(_) => code::ACCESS_REFUSED,
         CoreError::NotFound { .. } => code::STREAM_DOES_NOT_EXIST,
@@ -363,6 +363,27 @@ impl Session {
             Request::StreamStats { corr, stream } => {
                 send(wr, self.stream_stats(corr, &stream).await).await;
             }
+            Request::CreateSuperStream {
+                corr,
+                name,
+                partitions,
+                binding_keys,
+                arguments,
+            } => {
+                self.create_super_stream(corr, &name, &partitions, &binding_keys, &arguments, wr)
+                    .await
+            }
+            Request::DeleteSuperStream { corr, name } => {
+                self.delete_super_stream(corr, &name, wr).await
+            }
+            Request::Partitions { corr, super_stream } => {
+                self.partitions(corr, &super_stream, wr).await
+            }
+            Request::Route {
+                corr,
+                routing_key,
+                super_stream,
+            } => self.route(corr, &routing_key, &super_stream, wr).await,
             Request::Unknown { key: k, version } => {
                 tracing::warn!(peer = %self.peer, key = k, version, "unknown stream command, closing");
                 return self.close(wr, code::UNKNOWN_FRAME, "unknown frame").await;
@@ -493,7 +514,7 @@ impl Session {
         Next::Continue
     }
 
-    async fn create(&mut self, stream: &str, arguments: &[(String, String)]) -> u16 {
+    pub(super) async fn create(&mut self, stream: &str, arguments: &[(String, String)]) -> u16 {
         let Some(v) = self.vhost.clone() else {
             return code::INTERNAL_ERROR;
         };
@@ -625,7 +646,11 @@ fn exchange_command_versions(corr: u32) -> Bytes {
         key::CLOSE,
         key::HEARTBEAT,
         key::EXCHANGE_COMMAND_VERSIONS,
+        key::ROUTE,
+        key::PARTITIONS,
         key::STREAM_STATS,
+        key::CREATE_SUPER_STREAM,
+        key::DELETE_SUPER_STREAM,
     ];
     let mut f = Frame::response(key::EXCHANGE_COMMAND_VERSIONS, 1, corr, code::OK)
         .u32(commands.len() as u32);
