@@ -56,16 +56,17 @@ def wait_port(port, timeout=60):
     return False
 
 
-def start_warren(base, http_port=0, metrics_port=0, binary=WARREN, config=None):
-    """Starts the release binary (or `binary`, with `config`) on a free AMQP port with a fresh
-    data dir under `base`; returns the process and the AMQP port."""
+def start_warren(base, http_port=0, metrics_port=0, binary=WARREN, config=None, extra=()):
+    """Starts the release binary (or `binary`, with `config`, and `extra` flags) on a free AMQP
+    port with a fresh data dir under `base`; returns the process and the AMQP port."""
     os.makedirs(base, exist_ok=True)
     port = free_port()
     proc = subprocess.Popen([binary, "--amqp-listen", f"127.0.0.1:{port}",
                              "--http-listen", f"127.0.0.1:{http_port}",
                              "--metrics-listen", f"127.0.0.1:{metrics_port}",
                              "--data-dir", os.path.join(base, "data"),
-                             "--config", config or os.path.join(ROOT, "config", "warren.toml")],
+                             "--config", config or os.path.join(ROOT, "config", "warren.toml"),
+                             *extra],
                             stdout=subprocess.DEVNULL, stderr=open(os.path.join(base, "warren.log"), "w"),
                             start_new_session=True)
     if not wait_port(port, 30):
