@@ -120,9 +120,6 @@ pub(super) struct Subscription {
     backlog: Arc<AtomicUsize>,
 }
 
-/// Chunk bytes are gathered into the next chunk up to this size.
-const CHUNK_BYTES: usize = super::CHUNK_BYTES;
-
 /// A chunk's data as stream-protocol readers take it: records of messages published over
 /// AMQP 0-9-1 are converted to AMQP 1.0 (the chunk is rebuilt, its offsets unchanged); a
 /// chunk without any is returned as it is.
@@ -241,20 +238,7 @@ impl StreamQueue {
                     continue;
                 }
             }
-            let fits = |c: &ChunkBuilder| c.data_len() < CHUNK_BYTES;
-            if !self.chunks.last().is_some_and(fits) {
-                self.chunks.push(ChunkBuilder::default());
-            }
-            let mut pushed = self
-                .chunks
-                .last_mut()
-                .is_some_and(|c| c.push_simple(&message));
-            if !pushed {
-                let mut fresh = ChunkBuilder::default();
-                pushed = fresh.push_simple(&message);
-                self.chunks.push(fresh);
-            }
-            if !pushed {
+            if !self.gather(|c| c.push_simple(&message)) {
                 refused.push(id);
                 continue;
             }

@@ -319,6 +319,22 @@ impl StreamQueue {
         self.attach_readers();
     }
 
+    /// Adds a record to the chunk being gathered (a new one when it is full or the record
+    /// does not fit); false when the record fits in no chunk.
+    fn gather(&mut self, push: impl Fn(&mut ChunkBuilder) -> bool) -> bool {
+        let fits = |c: &ChunkBuilder| c.data_len() < CHUNK_BYTES;
+        if !self.chunks.last().is_some_and(fits) {
+            self.chunks.push(ChunkBuilder::default());
+        }
+        if self.chunks.last_mut().is_some_and(&push) {
+            return true;
+        }
+        let mut fresh = ChunkBuilder::default();
+        let pushed = push(&mut fresh);
+        self.chunks.push(fresh);
+        pushed
+    }
+
     fn publish(&mut self, msg: &crate::message::Message, token: Option<ConfirmToken>) {
         self.shared.taken(msg);
         if self.broken || self.stopped {
@@ -327,19 +343,7 @@ impl StreamQueue {
             }
             return;
         }
-        let fits = |c: &ChunkBuilder| c.data_len() < CHUNK_BYTES;
-        if !self.chunks.last().is_some_and(fits) {
-            self.chunks.push(ChunkBuilder::default());
-        }
-        let mut pushed = self
-            .chunks
-            .last_mut()
-            .is_some_and(|c| record::push_message(c, msg));
-        if !pushed {
-            let mut fresh = ChunkBuilder::default();
-            pushed = record::push_message(&mut fresh, msg);
-            self.chunks.push(fresh);
-        }
+        let pushed = self.gather(|c| record::push_message(c, msg));
         match (pushed, token) {
             (true, Some(t)) => self.tokens.push(t),
             (false, Some(t)) => t.complete(false),
