@@ -4,6 +4,7 @@
 
 mod common;
 
+use common::stream_raw::{chunk_of, frame_key, Offset, StreamRaw, DELIVER};
 use common::{start_with, within, TestBroker};
 use futures_lite::StreamExt;
 use rabbitmq_stream_client::error::{ConsumerStoreOffsetError, StreamCreateError};
@@ -481,63 +482,6 @@ async fn amqp_091_and_the_stream_protocol_share_a_stream() {
     within(b.server.shutdown()).await;
 }
 
-/// A raw stream protocol client: frames written and read by hand.
-struct Raw {
-    s: tokio::net::TcpStream,
-}
-
-impl Raw {
-    async fn send(&mut self, body: &[u8]) {
-        let mut f = (body.len() as u32).to_be_bytes().to_vec();
-        f.extend_from_slice(body);
-        within(self.s.write_all(&f)).await.expect("write");
-    }
-
-    async fn frame(&mut self) -> Vec<u8> {
-        let mut len = [0u8; 4];
-        within(self.s.read_exact(&mut len))
-            .await
-            .expect("frame size");
-        let mut body = vec![0u8; u32::from_be_bytes(len) as usize];
-        within(self.s.read_exact(&mut body))
-            .await
-            .expect("frame body");
-        body
-    }
-
-    /// Connects and runs the handshake as guest on vhost /.
-    async fn open(addr: std::net::SocketAddr) -> Raw {
-        let s = within(tokio::net::TcpStream::connect(addr))
-            .await
-            .expect("connect");
-        let mut r = Raw { s };
-        let string = |s: &str| {
-            let mut b = (s.len() as u16).to_be_bytes().to_vec();
-            b.extend_from_slice(s.as_bytes());
-            b
-        };
-        r.send(&[0, 0x11, 0, 1, 0, 0, 0, 1, 0, 0, 0, 0]).await;
-        assert_eq!(&r.frame().await[..2], &[0x80, 0x11]);
-        let mut auth = vec![0, 0x13, 0, 1, 0, 0, 0, 2];
-        auth.extend(string("PLAIN"));
-        auth.extend(12u32.to_be_bytes());
-        auth.extend(b"\0guest\0guest");
-        r.send(&auth).await;
-        let ok = r.frame().await;
-        assert_eq!(&ok[..2], &[0x80, 0x13]);
-        assert_eq!(&ok[8..10], &[0, 1], "authenticated");
-        assert_eq!(&r.frame().await[..2], &[0, 0x14], "the server's tune");
-        r.send(&[0, 0x14, 0, 1, 0, 0x10, 0, 0, 0, 0, 0, 0]).await;
-        let mut open = vec![0, 0x15, 0, 1, 0, 0, 0, 3];
-        open.extend(string("/"));
-        r.send(&open).await;
-        let ok = r.frame().await;
-        assert_eq!(&ok[..2], &[0x80, 0x15]);
-        assert_eq!(&ok[8..10], &[0, 1], "opened");
-        r
-    }
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_reader_with_much_credit_gets_everything_without_holding_it_all() {
     // No statistics tick wakes the stream meanwhile: only the reader's drain can.
@@ -560,29 +504,19 @@ async fn a_reader_with_much_credit_gets_everything_without_holding_it_all() {
     }
     // 12.5 MiB and credit for every chunk at once: the server holds back past its backlog
     // bound and goes on as the reader drains its socket.
-    let mut r = Raw::open(b.server.stream_addr.expect("stream listener")).await;
-    let mut sub = vec![0, 0x07, 0, 1, 0, 0, 0, 4, 0, 0, 3];
-    sub.extend(b"big");
-    sub.extend([0, 1, 0x03, 0xe8, 0, 0, 0, 0]);
-    r.send(&sub).await;
+    let mut r = StreamRaw::open(b.server.stream_addr.expect("stream listener")).await;
+    let c = r.subscribe(0, "big", Offset::First, 1000, &[]).await;
+    assert_eq!(c, 1, "subscribed");
     tokio::time::sleep(Duration::from_millis(300)).await;
     let mut records = 0u32;
     let mut next_offset = 0u64;
     while records < 1600 {
         let f = r.frame().await;
-        match &f[..2] {
-            [0x80, 0x07] => assert_eq!(&f[8..10], &[0, 1], "subscribed"),
-            [0, 0x08] => {
-                // key, version, subscription, then the chunk header.
-                let chunk = &f[5..];
-                let n = u32::from_be_bytes(chunk[4..8].try_into().expect("4 bytes"));
-                let first = u64::from_be_bytes(chunk[24..32].try_into().expect("8 bytes"));
-                assert_eq!(first, next_offset, "chunks in order, none missing");
-                next_offset += u64::from(n);
-                records += n;
-            }
-            other => panic!("unexpected frame {other:?}"),
-        }
+        assert_eq!(frame_key(&f), DELIVER, "only deliveries: {:?}", &f[..2]);
+        let (_, first, n) = chunk_of(&f);
+        assert_eq!(first, next_offset, "chunks in order, none missing");
+        next_offset += u64::from(n);
+        records += n;
     }
     assert_eq!(records, 1600);
     within(b.server.shutdown()).await;

@@ -452,3 +452,105 @@ async fn deleting_a_stream_removes_its_files_and_cancels_its_consumers() {
     }
     assert_eq!(dirs(), 0);
 }
+
+#[tokio::test]
+async fn consumers_filter_by_the_publishers_filter_values() {
+    let b = start().await;
+    let c = b.connect().await;
+    let ch = fresh(&c).await;
+    declare(&ch, "regions", &[]).await.expect("declared");
+    within(ch.confirm_select(Default::default()))
+        .await
+        .expect("confirm.select");
+    // m0 eu, m1 us, m2 unfiltered, m3 eu, m4 apac, m5 a filter value that is no string.
+    let values: [Option<AMQPValue>; 6] = [
+        Some(AMQPValue::LongString("eu".into())),
+        Some(AMQPValue::LongString("us".into())),
+        None,
+        Some(AMQPValue::LongString("eu".into())),
+        Some(AMQPValue::LongString("apac".into())),
+        Some(AMQPValue::LongInt(7)),
+    ];
+    for (i, v) in values.into_iter().enumerate() {
+        let mut props = BasicProperties::default();
+        if let Some(v) = v {
+            let mut h = FieldTable::default();
+            h.insert("x-stream-filter-value".into(), v);
+            props = props.with_headers(h);
+        }
+        within(ch.basic_publish(
+            "".into(),
+            "regions".into(),
+            Default::default(),
+            format!("m{i}").as_bytes(),
+            props,
+        ))
+        .await
+        .expect("publish");
+    }
+    assert!(within(ch.wait_for_confirms())
+        .await
+        .expect("confirms")
+        .is_empty());
+
+    let filtered = |filter: AMQPValue, unfiltered: Option<bool>| {
+        let mut a = FieldTable::default();
+        a.insert(
+            "x-stream-offset".into(),
+            AMQPValue::LongString("first".into()),
+        );
+        a.insert("x-stream-filter".into(), filter);
+        if let Some(u) = unfiltered {
+            a.insert("x-stream-match-unfiltered".into(), AMQPValue::Boolean(u));
+        }
+        a
+    };
+    let cases = [
+        (
+            AMQPValue::LongString("eu".into()),
+            None,
+            vec![("m0", 0), ("m3", 3)],
+        ),
+        (
+            AMQPValue::FieldArray(
+                vec![
+                    AMQPValue::LongString("us".into()),
+                    AMQPValue::LongString("apac".into()),
+                ]
+                .into(),
+            ),
+            Some(true),
+            vec![("m1", 1), ("m2", 2), ("m4", 4), ("m5", 5)],
+        ),
+        (AMQPValue::LongString("none".into()), Some(false), vec![]),
+    ];
+    for (filter, unfiltered, expected) in cases {
+        let ch = fresh(&c).await;
+        qos(&ch, 10).await;
+        let mut consumer = within(ch.basic_consume(
+            "regions".into(),
+            "".into(),
+            Default::default(),
+            filtered(filter.clone(), unfiltered),
+        ))
+        .await
+        .expect("consume");
+        let mut got = Vec::new();
+        for _ in 0..expected.len() {
+            got.push(take(&mut consumer).await);
+        }
+        let want: Vec<(String, i64)> = expected.iter().map(|(b, o)| (b.to_string(), *o)).collect();
+        assert_eq!(got, want, "filter {filter:?}, unfiltered {unfiltered:?}");
+        quiet(&mut consumer).await;
+    }
+    // Without a filter, everything.
+    let ch = fresh(&c).await;
+    qos(&ch, 10).await;
+    let mut all = consume(&ch, "regions", Some(AMQPValue::LongString("first".into())))
+        .await
+        .expect("consume");
+    for i in 0..6 {
+        assert_eq!(take(&mut all).await, (format!("m{i}"), i));
+    }
+    b.server.shutdown().await;
+}

@@ -155,6 +155,28 @@ pub struct ConsumerSpec {
     pub timeout: u64,
     /// Where a consumer of a stream starts (`x-stream-offset`; None: `next`).
     pub stream_offset: Option<crate::store::stream::OffsetSpec>,
+    /// Which messages a consumer of a stream takes (None: all).
+    pub stream_filter: Option<Arc<StreamFilter>>,
+}
+
+/// What a consumer of a stream takes (`x-stream-filter`, `x-stream-match-unfiltered`): the
+/// messages whose `x-stream-filter-value` is one of `values`, and those without a filter
+/// value when `match_unfiltered`. Applied to each message (exact filtering, as LavinMQ), not
+/// per chunk through a Bloom filter as RabbitMQ, so a consumer never sees another's values.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct StreamFilter {
+    pub values: Vec<String>,
+    pub match_unfiltered: bool,
+}
+
+impl StreamFilter {
+    /// Whether a message with filter value `value` passes.
+    pub fn admits(&self, value: Option<&str>) -> bool {
+        match value {
+            Some(v) => self.values.iter().any(|f| f == v),
+            None => self.match_unfiltered,
+        }
+    }
 }
 
 /// Channel-wide prefetch (basic.qos global=true), shared by the channel's consumers on all queues.

@@ -589,6 +589,7 @@ impl Forwarder {
             priority: c.priority,
             timeout: c.timeout,
             stream_offset: None,
+            stream_filter: None,
         })
         .await?;
         let key = (origin.clone(), c.id);

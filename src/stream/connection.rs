@@ -172,6 +172,16 @@ async fn write_event(
             s.chunk_written(bytes).await;
             Ok(())
         }
+        StreamEvent::ConsumerUpdate {
+            subscription,
+            active,
+        } => {
+            if !s.subscribed(subscription) {
+                return Ok(());
+            }
+            let f = s.consumer_update(subscription, active);
+            wr.write_all(&f).await
+        }
         StreamEvent::Deleted { stream } => {
             s.stream_deleted(&stream);
             let f = Frame::command(key::METADATA_UPDATE, 1)

@@ -34,6 +34,7 @@ pub mod key {
     pub const HEARTBEAT: u16 = 0x0017;
     pub const ROUTE: u16 = 0x0018;
     pub const PARTITIONS: u16 = 0x0019;
+    pub const CONSUMER_UPDATE: u16 = 0x001a;
     pub const EXCHANGE_COMMAND_VERSIONS: u16 = 0x001b;
     pub const STREAM_STATS: u16 = 0x001c;
     pub const CREATE_SUPER_STREAM: u16 = 0x001d;

@@ -129,7 +129,14 @@ pub enum Request {
         routing_key: String,
         super_stream: String,
     },
-    /// A response the client sent (to the server's close).
+    /// The client's answer to a `ConsumerUpdate`: the offset an activated single active
+    /// consumer reads from (`None`: the one it subscribed with).
+    ConsumerUpdateResponse {
+        corr: u32,
+        code: u16,
+        offset: Option<OffsetSpec>,
+    },
+    /// Another response the client sent (to the server's close).
     Response {
         key: u16,
     },
@@ -146,6 +153,16 @@ impl Request {
         let mut r = Reader::new(body);
         let k = r.u16()?;
         let version = r.u16()?;
+        if k == key::CONSUMER_UPDATE | key::RESPONSE {
+            let corr = r.u32()?;
+            let code = r.u16()?;
+            // Offset type 0 (none) has no value; a client that sent nothing means none too.
+            let offset = match r.remaining() {
+                0 => None,
+                _ => opt_offset_spec(&mut r)?,
+            };
+            return Ok(Request::ConsumerUpdateResponse { corr, code, offset });
+        }
         if k & key::RESPONSE != 0 {
             return Ok(Request::Response {
                 key: k & !key::RESPONSE,
@@ -290,14 +307,20 @@ fn publish(r: &mut Reader, version: u16) -> Result<Request, Malformed> {
 }
 
 fn offset_spec(r: &mut Reader) -> Result<OffsetSpec, Malformed> {
-    Ok(match r.u16()? {
+    opt_offset_spec(r)?.ok_or(Malformed)
+}
+
+/// An offset specification where type 0 means none.
+fn opt_offset_spec(r: &mut Reader) -> Result<Option<OffsetSpec>, Malformed> {
+    Ok(Some(match r.u16()? {
+        0 => return Ok(None),
         1 => OffsetSpec::First,
         2 => OffsetSpec::Last,
         3 => OffsetSpec::Next,
         4 => OffsetSpec::Offset(r.u64()?),
         5 => OffsetSpec::Timestamp(r.i64()?),
         _ => return Err(Malformed),
-    })
+    }))
 }
 
 #[cfg(test)]
@@ -366,6 +389,27 @@ mod tests {
             .string("s")
             .u16(9);
         assert_eq!(Request::decode(body(bad)), Err(Malformed));
+        let answer = Frame::command(key::CONSUMER_UPDATE | key::RESPONSE, 1)
+            .u32(7)
+            .u16(1)
+            .u16(4)
+            .u64(12);
+        assert_eq!(
+            Request::decode(body(answer)),
+            Ok(Request::ConsumerUpdateResponse {
+                corr: 7,
+                code: 1,
+                offset: Some(OffsetSpec::Offset(12)),
+            })
+        );
+        let none = Frame::command(key::CONSUMER_UPDATE | key::RESPONSE, 1)
+            .u32(8)
+            .u16(1)
+            .u16(0);
+        assert!(matches!(
+            Request::decode(body(none)),
+            Ok(Request::ConsumerUpdateResponse { offset: None, .. })
+        ));
         assert_eq!(
             Request::decode(body(Frame::command(0x0042, 1).u32(1))),
             Ok(Request::Unknown {

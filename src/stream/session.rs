@@ -2,15 +2,17 @@
 //! commands (the handshake's are in `handshake`): streams (`create`, `delete`, `metadata`, `stream_stats`),
 //! publishers (`declare_publisher`, `publish`, `query_publisher_sequence`,
 //! `delete_publisher`) and consumers (`subscribe`, `credit`, `unsubscribe`, `store_offset`,
-//! `query_offset`). Answers use RabbitMQ's response codes.
+//! `query_offset`, and the `ConsumerUpdate`s of single active consumers with their
+//! answers). Answers use RabbitMQ's response codes.
 
 use super::frame::{code, key, publish_error, Frame};
 use super::request::{Published, Request};
 use crate::broker::Broker;
 use crate::error::CoreError;
 use crate::permissions::Access;
-use crate::queue::stream::{EventSink, StreamCmd, MAX_BACKLOG};
+use crate::queue::stream::{EventSink, SingleActive, StreamCmd, MAX_BACKLOG};
 use crate::queue::QueueRef;
+use crate::store::stream::OffsetSpec;
 use crate::vhost::VHost;
 use bytes::Bytes;
 use std::collections::HashMap;
@@ -63,6 +65,9 @@ pub(super) struct Session {
     pub(super) heartbeat: u32,
     publishers: HashMap<u8, Publisher>,
     subscriptions: HashMap<u8, QueueRef>,
+    /// `ConsumerUpdate`s sent and not answered yet: correlation id -> subscription.
+    updates: HashMap<u32, u8>,
+    next_corr: u32,
     events: EventSink,
     /// Bytes of chunks the streams sent this connection that it has not written yet.
     backlog: Arc<AtomicUsize>,
@@ -102,6 +107,8 @@ impl Session {
             heartbeat: DEFAULT_HEARTBEAT,
             publishers: HashMap::new(),
             subscriptions: HashMap::new(),
+            updates: HashMap::new(),
+            next_corr: 0,
             events,
             backlog: Arc::default(),
         }
@@ -144,6 +151,37 @@ impl Session {
                 };
                 q.stream_request(cmd).await;
             }
+        }
+    }
+
+    /// The frame telling the client subscription `id` is now (or no longer) the active
+    /// member of its group; its answer is awaited under a correlation id of the server's.
+    pub(super) fn consumer_update(&mut self, id: u8, active: bool) -> Bytes {
+        self.next_corr = self.next_corr.wrapping_add(1);
+        self.updates.insert(self.next_corr, id);
+        Frame::command(key::CONSUMER_UPDATE, 1)
+            .u32(self.next_corr)
+            .u8(id)
+            .u8(u8::from(active))
+            .finish()
+    }
+
+    /// The client answered a `ConsumerUpdate`: its subscription's stream hears the offset.
+    async fn consumer_update_response(&mut self, corr: u32, c: u16, offset: Option<OffsetSpec>) {
+        let Some(id) = self.updates.remove(&corr) else {
+            tracing::debug!(peer = %self.peer, corr, "consumer update response to nothing");
+            return;
+        };
+        if c != code::OK {
+            tracing::info!(peer = %self.peer, code = c, "unexpected consumer update response code");
+        }
+        if let Some(q) = self.subscriptions.get(&id) {
+            let cmd = StreamCmd::ConsumerUpdated {
+                connection: self.id,
+                id,
+                offset,
+            };
+            q.stream_request(cmd).await;
         }
     }
 
@@ -234,6 +272,9 @@ impl Session {
                 publisher,
                 messages,
             } => return self.publish(publisher, messages, wr).await,
+            Request::ConsumerUpdateResponse { corr, code, offset } => {
+                self.consumer_update_response(corr, code, offset).await
+            }
             Request::Credit { id, credit } => return self.credit(id, credit, wr).await,
             Request::DeclarePublisher {
                 corr,
@@ -281,12 +322,15 @@ impl Session {
                 stream,
                 offset,
                 credit,
-                ..
+                properties,
             } => {
-                let c = self.subscribe(id, &stream, offset, credit).await;
+                let c = self
+                    .subscribe(id, &stream, offset, credit, &properties)
+                    .await;
                 send(wr, reply(key::SUBSCRIBE, corr, c)).await;
             }
             Request::Unsubscribe { corr, id } => {
+                self.updates.retain(|_, sub| *sub != id);
                 let c = match self.subscriptions.remove(&id) {
                     Some(q) => {
                         let cmd = StreamCmd::Unsubscribe {
@@ -468,8 +512,9 @@ impl Session {
         &mut self,
         id: u8,
         stream: &str,
-        offset: crate::store::stream::OffsetSpec,
+        offset: OffsetSpec,
         credit: u16,
+        properties: &[(String, String)],
     ) -> u16 {
         if self.subscriptions.contains_key(&id) {
             return code::SUBSCRIPTION_ID_ALREADY_EXISTS;
@@ -478,11 +523,29 @@ impl Session {
             Ok(q) => q,
             Err(c) => return c,
         };
+        let property = |k: &str| {
+            properties
+                .iter()
+                .find(|(name, _)| name == k)
+                .map(|(_, v)| v.as_str())
+        };
+        let single_active = match (property("single-active-consumer"), property("name")) {
+            (Some("true"), None) => {
+                tracing::warn!(peer = %self.peer, id, "a single active consumer must have a name");
+                return code::PRECONDITION_FAILED;
+            }
+            (Some("true"), Some(name)) => Some(SingleActive {
+                name: Arc::from(name),
+                partition: property("super-stream").and_then(|s| self.partition_index(s, stream)),
+            }),
+            _ => None,
+        };
         let cmd = StreamCmd::Subscribe {
             connection: self.id,
             id,
             start: offset,
             credit,
+            single_active,
             events: self.events.clone(),
             backlog: self.backlog.clone(),
         };
@@ -648,6 +711,7 @@ fn exchange_command_versions(corr: u32) -> Bytes {
         key::EXCHANGE_COMMAND_VERSIONS,
         key::ROUTE,
         key::PARTITIONS,
+        key::CONSUMER_UPDATE,
         key::STREAM_STATS,
         key::CREATE_SUPER_STREAM,
         key::DELETE_SUPER_STREAM,

@@ -75,6 +75,29 @@ impl Session {
         Ok(found.into_iter().map(|(_, n)| n).collect())
     }
 
+    /// The index of partition `stream` in super stream `name`, as RabbitMQ finds it for a
+    /// single active consumer: its binding's partition order, else the number after the
+    /// stream name's last '-'; None when it is no partition (the group is then a plain one).
+    pub(super) fn partition_index(&self, name: &str, stream: &str) -> Option<u32> {
+        let v = self.open_vhost().ok()?;
+        let x = v.exchange(name).ok()?;
+        let orders: Vec<Option<i64>> = x
+            .bindings()
+            .list()
+            .iter()
+            .filter(|b| matches!(&b.destination, Destination::Queue(q) if q.name == stream))
+            .map(|b| order_of(&b.arguments))
+            .collect();
+        if orders.is_empty() {
+            return None;
+        }
+        let order = match orders.iter().flatten().min() {
+            Some(o) => *o,
+            None => stream.rsplit_once('-')?.1.parse().ok()?,
+        };
+        u32::try_from(order).ok()
+    }
+
     pub(super) async fn partitions<W: AsyncWrite + Unpin>(
         &mut self,
         corr: u32,

@@ -9,6 +9,7 @@ pub mod http;
 pub mod partition;
 pub mod rabbitmq;
 pub mod raw;
+pub mod stream_raw;
 
 use lapin::{Connection, ConnectionProperties};
 use std::time::Duration;

@@ -147,6 +147,11 @@ impl Session {
                 .or(q.applied().args.consumer_timeout)
                 .unwrap_or(self.broker.config.consumer_timeout),
             stream_offset,
+            stream_filter: q
+                .args
+                .stream
+                .then(|| crate::queue::stream::consume_filter(&c.arguments))
+                .flatten(),
         })
         .await?;
         ch.consumers

@@ -2,9 +2,11 @@
 //! appended as they came (AMQP 1.0 messages) and confirmed by publishing id after the write
 //! is synced, deduplicated by publisher reference (a publishing id at or below the last one
 //! stored for the reference is confirmed, not stored again); subscriptions that get whole
-//! chunks, as they are on disk, within a credit counted in chunks; and the offsets consumers
-//! store by reference, saved with the next write (or the next statistics tick).
+//! chunks, as they are on disk, within a credit counted in chunks (a single active consumer
+//! only while its group makes it active: `single_active`); and the offsets consumers store
+//! by reference, saved with the next write (or the next statistics tick).
 
+use super::single_active::{Member, Role, SingleActive};
 use super::StreamQueue;
 use crate::store::stream::chunk::{self, ChunkBuilder, Entries, Entry, CHUNK_USER};
 use crate::store::stream::record;
@@ -39,6 +41,9 @@ pub enum StreamEvent {
     },
     /// The stream was deleted: its subscriptions ended.
     Deleted { stream: String },
+    /// Single active consumer: subscription `subscription` is now the active member of its
+    /// group (it reads once the client answered with an offset) or no longer is.
+    ConsumerUpdate { subscription: u8, active: bool },
 }
 
 /// What a stream-protocol connection asks of a stream's task.
@@ -53,14 +58,23 @@ pub enum StreamCmd {
         events: EventSink,
     },
     /// Starts subscription `id` of connection `connection` at `start` with `credit` chunks;
-    /// `backlog` counts the bytes sent to the connection and not yet written by it.
+    /// `backlog` counts the bytes sent to the connection and not yet written by it. A single
+    /// active consumer joins its group and reads only when made active.
     Subscribe {
         connection: u64,
         id: u8,
         start: OffsetSpec,
         credit: u16,
+        single_active: Option<SingleActive>,
         events: EventSink,
         backlog: Arc<AtomicUsize>,
+    },
+    /// The client of subscription `id` answered a `ConsumerUpdate`, with the offset to read
+    /// from when active (`None`: where it subscribed).
+    ConsumerUpdated {
+        connection: u64,
+        id: u8,
+        offset: Option<OffsetSpec>,
     },
     /// Gives subscription `id` of `connection` `credit` more chunks.
     Credit {
@@ -111,13 +125,26 @@ impl PendingAppend {
 
 /// A stream-protocol subscription.
 pub(super) struct Subscription {
-    connection: u64,
-    id: u8,
-    start: OffsetSpec,
-    reader: Option<LogReader>,
+    pub(super) connection: u64,
+    pub(super) id: u8,
+    pub(super) start: OffsetSpec,
+    pub(super) reader: Option<LogReader>,
+    /// Not reading (an inactive single active consumer, or one waiting for its client).
+    pub(super) parked: bool,
+    pub(super) single_active: Option<Member>,
     credit: u32,
     events: EventSink,
     backlog: Arc<AtomicUsize>,
+}
+
+impl Subscription {
+    /// Tells the connection whether this single active consumer is now active.
+    pub(super) fn tell_consumer_update(&self, active: bool) {
+        let _ = self.events.send(StreamEvent::ConsumerUpdate {
+            subscription: self.id,
+            active,
+        });
+    }
 }
 
 /// A chunk's data as stream-protocol readers take it: records of messages published over
@@ -168,20 +195,35 @@ impl StreamQueue {
                 id,
                 start,
                 credit,
+                single_active,
                 events,
                 backlog,
             } => {
+                let group = single_active.clone();
                 self.subscriptions.push(Subscription {
                     connection,
                     id,
                     start,
                     reader: None,
+                    parked: single_active.is_some(),
+                    single_active: single_active.map(|group| Member {
+                        group,
+                        role: Role::Inactive,
+                    }),
                     credit: u32::from(credit),
                     events,
                     backlog,
                 });
-                self.attach_readers();
+                match group {
+                    Some(g) => self.regroup(&g),
+                    None => self.attach_readers(),
+                }
             }
+            StreamCmd::ConsumerUpdated {
+                connection,
+                id,
+                offset,
+            } => self.consumer_updated(connection, id, offset),
             StreamCmd::Credit {
                 connection,
                 id,
@@ -195,11 +237,11 @@ impl StreamQueue {
                     s.credit = s.credit.saturating_add(u32::from(credit));
                 }
             }
-            StreamCmd::Unsubscribe { connection, id } => self
-                .subscriptions
-                .retain(|s| !(s.connection == connection && s.id == id)),
+            StreamCmd::Unsubscribe { connection, id } => {
+                self.remove_subscriptions(|s| s.connection == connection && s.id == id)
+            }
             StreamCmd::Forget { connection } => {
-                self.subscriptions.retain(|s| s.connection != connection)
+                self.remove_subscriptions(|s| s.connection == connection)
             }
             StreamCmd::StoreOffset { reference, offset } => {
                 self.offsets.insert(reference, offset);
@@ -275,12 +317,35 @@ impl StreamQueue {
         }
     }
 
+    /// Ends the subscriptions `gone` picks, and puts the groups they left in order.
+    pub(super) fn remove_subscriptions(&mut self, gone: impl Fn(&Subscription) -> bool) {
+        let mut left: Vec<SingleActive> = Vec::new();
+        self.subscriptions.retain(|s| {
+            if !gone(s) {
+                return true;
+            }
+            if let Some(m) = &s.single_active {
+                if !left.contains(&m.group) {
+                    left.push(m.group.clone());
+                }
+            }
+            false
+        });
+        for g in left {
+            self.regroup(&g);
+        }
+    }
+
     /// Places the readers of subscriptions that have none yet.
     pub(super) fn attach_subscriptions(&mut self) {
         let Some(log) = self.log.as_ref() else {
             return;
         };
-        for s in self.subscriptions.iter_mut().filter(|s| s.reader.is_none()) {
+        for s in self
+            .subscriptions
+            .iter_mut()
+            .filter(|s| s.reader.is_none() && !s.parked)
+        {
             match log.reader(s.start) {
                 Ok(r) => s.reader = Some(r),
                 Err(e) => {
@@ -332,8 +397,9 @@ impl StreamQueue {
                 s.credit -= 1;
             }
         }
-        self.subscriptions
-            .retain(|s| !gone.contains(&(s.connection, s.id)));
+        if !gone.is_empty() {
+            self.remove_subscriptions(|s| gone.contains(&(s.connection, s.id)));
+        }
     }
 
     /// Tells every subscriber the stream went.

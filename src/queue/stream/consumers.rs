@@ -1,11 +1,13 @@
 //! A stream's consumers: what basic.consume must carry for a stream (a prefetch, acks, no
 //! global QoS, an `x-stream-offset` that parses), and each consumer's reading — its own
 //! reader on the log, the records of the chunk it is in, and its credit. Every delivery
-//! carries the record's offset in the `x-stream-offset` header.
+//! carries the record's offset in the `x-stream-offset` header. A consumer with
+//! `x-stream-filter` gets only the messages its filter admits (see `StreamFilter`).
 
 use super::StreamQueue;
 use crate::error::{CoreError, CoreResult, Precondition};
-use crate::queue::consumer::{ConsumerEvent, ConsumerSpec, Delivery, PENDING_WINDOW};
+use crate::message::Message;
+use crate::queue::consumer::{ConsumerEvent, ConsumerSpec, Delivery, StreamFilter, PENDING_WINDOW};
 use crate::queue::stats::Counter;
 use crate::queue::{ConsumerSummary, QueueShared};
 use crate::store::stream::chunk::{Entries, Entry};
@@ -65,6 +67,32 @@ pub fn consume_offset(
         )));
     }
     Ok(spec)
+}
+
+/// The filter a basic.consume on a stream asks for, as RabbitMQ reads it: `x-stream-filter`
+/// (a string, or an array whose strings count), and `x-stream-match-unfiltered` (a boolean,
+/// false unless given); no `x-stream-filter`, no filter.
+pub fn consume_filter(arguments: &FieldTable) -> Option<Arc<StreamFilter>> {
+    let values = match arguments.inner().get("x-stream-filter")? {
+        AMQPValue::FieldArray(a) => a.as_slice().iter().filter_map(crate::args::text).collect(),
+        v => vec![crate::args::text(v)?],
+    };
+    let match_unfiltered = matches!(
+        arguments.inner().get("x-stream-match-unfiltered"),
+        Some(AMQPValue::Boolean(true))
+    );
+    Some(Arc::new(StreamFilter {
+        values,
+        match_unfiltered,
+    }))
+}
+
+/// A message's `x-stream-filter-value` (a string), if it has one.
+fn filter_value(m: &Message) -> Option<String> {
+    if !m.has_headers() {
+        return None;
+    }
+    crate::args::text(m.headers().inner().get("x-stream-filter-value")?)
 }
 
 /// `x-stream-offset` as RabbitMQ reads it: `first`, `last`, `next`, an AMQP timestamp
@@ -230,6 +258,11 @@ impl StreamQueue {
                 let Some(msg) = record::read_message(rec) else {
                     continue;
                 };
+                if let Some(f) = &c.spec.stream_filter {
+                    if !f.admits(filter_value(&msg).as_deref()) {
+                        continue;
+                    }
+                }
                 let msg =
                     msg.with_long_header("x-stream-offset", offset.min(i64::MAX as u64) as i64);
                 let seq = self.next_seq;

@@ -12,9 +12,11 @@
 
 mod clients;
 mod consumers;
+mod single_active;
 
 pub use clients::{EventSink, StreamCmd, StreamEvent, MAX_BACKLOG};
-pub use consumers::consume_offset;
+pub use consumers::{consume_filter, consume_offset};
+pub use single_active::SingleActive;
 
 use super::actor::Mailbox;
 use super::stats::{Counter, Stats};
