@@ -46,6 +46,8 @@ pub struct QueueArgs {
     pub max_age: Option<u64>,
     /// A stream's x-stream-max-segment-size-bytes (or policy).
     pub max_segment_size_bytes: Option<u64>,
+    /// A stream's x-stream-filter-size-bytes (or policy): its chunks' Bloom filter size.
+    pub filter_size_bytes: Option<u8>,
     /// x-single-active-consumer.
     pub single_active_consumer: bool,
     /// x-max-priority (1-255).
@@ -288,8 +290,9 @@ impl QueueArgs {
             )
             .into());
         }
-        match get("x-stream-filter-size-bytes").map(integer) {
-            None | Some(Some(16..=255)) => {}
+        let filter_size_bytes = match get("x-stream-filter-size-bytes").map(integer) {
+            None => None,
+            Some(Some(n @ 16..=255)) => u8::try_from(n).ok(),
             Some(Some(_)) => {
                 return Err(
                     Precondition::StreamArg("Invalid value for x-stream-filter-size-bytes").into(),
@@ -300,7 +303,7 @@ impl QueueArgs {
                     Precondition::StreamArg("Invalid type for x-stream-filter-size-bytes").into(),
                 )
             }
-        }
+        };
         let delivery_limit = non_negative("x-delivery-limit")?.or(quorum.then_some(20));
         let max_priority = match non_negative("x-max-priority")? {
             None => None,
@@ -347,6 +350,7 @@ impl QueueArgs {
             stream,
             max_age,
             max_segment_size_bytes,
+            filter_size_bytes,
             single_active_consumer,
             max_priority,
             consumer_timeout: non_negative("x-consumer-timeout")?,
@@ -379,6 +383,10 @@ impl QueueArgs {
             out.max_segment_size_bytes = num("stream-max-segment-size-bytes")
                 .filter(|n| *n <= MAX_SEGMENT_SIZE)
                 .or(self.max_segment_size_bytes);
+            out.filter_size_bytes = num("stream-filter-size-bytes")
+                .filter(|n| (16..=255).contains(n))
+                .and_then(|n| u8::try_from(n).ok())
+                .or(self.filter_size_bytes);
             return out;
         }
         out.message_ttl = low(self.message_ttl, "message-ttl");

@@ -652,3 +652,83 @@ async fn super_streams_route_by_key_to_their_partitions() {
     assert!(passive.is_err(), "the exchange is gone");
     within(b.server.shutdown()).await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn filtered_subscriptions_skip_the_chunks_their_values_are_not_in() {
+    let b = broker().await;
+    let env = env(&b).await;
+    within(env.stream_creator().create("regions"))
+        .await
+        .expect("created");
+    // One chunk per batch (each waits for its confirms): eu at 0-2, us at 3-5, unfiltered
+    // at 6-8, then apac at 9 over AMQP 0-9-1 with the x-stream-filter-value header.
+    for region in ["eu", "us"] {
+        let producer = within(
+            env.producer()
+                .filter_value_extractor(|m| {
+                    let body = String::from_utf8_lossy(m.data().unwrap_or_default()).into_owned();
+                    body.split(':').next().unwrap_or_default().to_owned()
+                })
+                .build("regions"),
+        )
+        .await
+        .expect("filtering producer");
+        let messages = (0..3)
+            .map(|i| Message::builder().body(format!("{region}:{i}")).build())
+            .collect();
+        let confirms = within(producer.batch_send_with_confirm(messages))
+            .await
+            .expect("published");
+        assert!(confirms.iter().all(|c| c.confirmed()));
+        within(producer.close()).await.expect("closed");
+    }
+    publish_all(&env, "regions", bodies(0..3)).await;
+    let (_c, ch) = b.channel().await;
+    within(ch.confirm_select(Default::default()))
+        .await
+        .expect("confirms");
+    let mut headers = lapin::types::FieldTable::default();
+    headers.insert(
+        "x-stream-filter-value".into(),
+        lapin::types::AMQPValue::LongString("apac".into()),
+    );
+    within(ch.basic_publish(
+        "".into(),
+        "regions".into(),
+        Default::default(),
+        b"apac:0",
+        lapin::BasicProperties::default().with_headers(headers),
+    ))
+    .await
+    .expect("publish");
+    assert!(within(ch.wait_for_confirms())
+        .await
+        .expect("confirms")
+        .is_empty());
+
+    let addr = b.server.stream_addr.expect("stream listener");
+    // (subscription properties, the first offsets of the chunks it gets)
+    type Case<'a> = (&'a [(&'a str, &'a str)], &'a [u64]);
+    let cases: [Case; 4] = [
+        (&[("filter.0", "eu")], &[0]),
+        (&[("filter.1", "us"), ("filter.2", "apac")], &[3, 9]),
+        (&[("filter.0", "eu"), ("match-unfiltered", "true")], &[0, 6]),
+        // A filter no chunk may hold: nothing, and the credit is kept for later chunks.
+        (&[("filter.0", "latam")], &[]),
+    ];
+    for (properties, chunks) in cases {
+        let mut r = StreamRaw::open(addr).await;
+        assert_eq!(
+            r.subscribe(0, "regions", Offset::First, 1, properties)
+                .await,
+            1
+        );
+        for first in chunks {
+            let f = r.expect(DELIVER).await;
+            assert_eq!(chunk_of(&f).1, *first, "{properties:?}");
+            r.send(&[0, 0x09, 0, 1, 0, 0, 1]).await;
+        }
+        r.quiet(300).await;
+    }
+    within(b.server.shutdown()).await;
+}

@@ -12,6 +12,7 @@ use crate::error::CoreError;
 use crate::permissions::Access;
 use crate::queue::stream::{EventSink, SingleActive, StreamCmd, MAX_BACKLOG};
 use crate::queue::QueueRef;
+use crate::store::stream::bloom::BloomMatcher;
 use crate::store::stream::OffsetSpec;
 use crate::vhost::VHost;
 use bytes::Bytes;
@@ -495,7 +496,10 @@ impl Session {
         let cmd = StreamCmd::Append {
             publisher,
             reference: p.reference.clone(),
-            messages: messages.into_iter().map(|m| (m.id, m.message)).collect(),
+            messages: messages
+                .into_iter()
+                .map(|m| (m.id, m.message, m.filter))
+                .collect(),
             events: self.events.clone(),
         };
         if !p.queue.stream_request(cmd).await {
@@ -540,12 +544,23 @@ impl Session {
             }),
             _ => None,
         };
+        // `filter.<anything>` properties, as RabbitMQ reads them; none, no filter.
+        let values: Vec<Vec<u8>> = properties
+            .iter()
+            .filter(|(k, _)| k.starts_with("filter."))
+            .map(|(_, v)| v.as_bytes().to_vec())
+            .collect();
+        let filter = (!values.is_empty()).then(|| BloomMatcher {
+            values,
+            match_unfiltered: property("match-unfiltered") == Some("true"),
+        });
         let cmd = StreamCmd::Subscribe {
             connection: self.id,
             id,
             start: offset,
             credit,
             single_active,
+            filter,
             events: self.events.clone(),
             backlog: self.backlog.clone(),
         };
@@ -719,7 +734,9 @@ fn exchange_command_versions(corr: u32) -> Bytes {
     let mut f = Frame::response(key::EXCHANGE_COMMAND_VERSIONS, 1, corr, code::OK)
         .u32(commands.len() as u32);
     for k in commands {
-        f = f.u16(k).u16(1).u16(1);
+        // Publish version 2 carries filter values.
+        let max = if k == key::PUBLISH { 2 } else { 1 };
+        f = f.u16(k).u16(1).u16(max);
     }
     f.finish()
 }

@@ -8,6 +8,7 @@
 
 use super::single_active::{Member, Role, SingleActive};
 use super::StreamQueue;
+use crate::store::stream::bloom::BloomMatcher;
 use crate::store::stream::chunk::{self, ChunkBuilder, Entries, Entry, CHUNK_USER};
 use crate::store::stream::record;
 use crate::store::stream::{LogReader, OffsetSpec};
@@ -49,12 +50,13 @@ pub enum StreamEvent {
 /// What a stream-protocol connection asks of a stream's task.
 #[derive(Debug)]
 pub enum StreamCmd {
-    /// Appends `messages` (publishing id, AMQP 1.0 message) of publisher `publisher`;
-    /// with a `reference`, ids at or below the last stored for it are not stored again.
+    /// Appends `messages` (publishing id, AMQP 1.0 message, filter value) of publisher
+    /// `publisher`; with a `reference`, ids at or below the last stored for it are not stored
+    /// again.
     Append {
         publisher: u8,
         reference: Option<Arc<str>>,
-        messages: Vec<(u64, Bytes)>,
+        messages: Vec<(u64, Bytes, Option<String>)>,
         events: EventSink,
     },
     /// Starts subscription `id` of connection `connection` at `start` with `credit` chunks;
@@ -66,6 +68,7 @@ pub enum StreamCmd {
         start: OffsetSpec,
         credit: u16,
         single_active: Option<SingleActive>,
+        filter: Option<BloomMatcher>,
         events: EventSink,
         backlog: Arc<AtomicUsize>,
     },
@@ -132,6 +135,8 @@ pub(super) struct Subscription {
     /// Not reading (an inactive single active consumer, or one waiting for its client).
     pub(super) parked: bool,
     pub(super) single_active: Option<Member>,
+    /// The chunks it takes (None: all).
+    filter: Option<BloomMatcher>,
     credit: u32,
     events: EventSink,
     backlog: Arc<AtomicUsize>,
@@ -196,6 +201,7 @@ impl StreamQueue {
                 start,
                 credit,
                 single_active,
+                filter,
                 events,
                 backlog,
             } => {
@@ -210,6 +216,7 @@ impl StreamQueue {
                         group,
                         role: Role::Inactive,
                     }),
+                    filter,
                     credit: u32::from(credit),
                     events,
                     backlog,
@@ -263,13 +270,13 @@ impl StreamQueue {
         &mut self,
         publisher: u8,
         reference: Option<Arc<str>>,
-        messages: Vec<(u64, Bytes)>,
+        messages: Vec<(u64, Bytes, Option<String>)>,
         events: EventSink,
     ) {
         let mut stored = Vec::with_capacity(messages.len());
         let mut refused = Vec::new();
         let mut already = Vec::new();
-        for (id, message) in messages {
+        for (id, message, filter) in messages {
             if self.broken || self.stopped {
                 refused.push(id);
                 continue;
@@ -280,7 +287,8 @@ impl StreamQueue {
                     continue;
                 }
             }
-            if !self.gather(|c| c.push_simple(&message)) {
+            let filter = filter.as_deref().map(str::as_bytes);
+            if !self.gather(|c| c.push_filtered(&[&message], filter)) {
                 refused.push(id);
                 continue;
             }
@@ -374,6 +382,15 @@ impl StreamQueue {
                 };
                 if h.chunk_type != CHUNK_USER {
                     continue;
+                }
+                // A chunk the subscription's filter rules out is skipped, its credit kept.
+                if let Some(f) = &s.filter {
+                    let bloom = bytes
+                        .get(chunk::HEADER_LEN..h.data_start())
+                        .unwrap_or_default();
+                    if !f.matches(bloom) {
+                        continue;
+                    }
                 }
                 let start = h.data_start();
                 let data = Bytes::from(bytes).slice(start..start + h.data_len as usize);

@@ -87,9 +87,11 @@ pub fn consume_filter(arguments: &FieldTable) -> Option<Arc<StreamFilter>> {
     }))
 }
 
-/// A message's `x-stream-filter-value` (a string), if it has one.
-fn filter_value(m: &Message) -> Option<String> {
-    if !m.has_headers() {
+/// A message's `x-stream-filter-value` (a string), if it has one; the headers are decoded
+/// only when their bytes hold the name.
+pub(super) fn filter_value(m: &Message) -> Option<String> {
+    const NAME: &[u8] = b"x-stream-filter-value";
+    if !m.has_headers() || !m.raw_properties().windows(NAME.len()).any(|w| w == NAME) {
         return None;
     }
     crate::args::text(m.headers().inner().get("x-stream-filter-value")?)

@@ -23,6 +23,7 @@ use super::stats::{Counter, Stats};
 use super::{QueueCmd, QueueRef};
 use crate::confirm::ConfirmToken;
 use crate::error::{CoreError, Kind, Precondition};
+use crate::store::stream::bloom::DEFAULT_FILTER_SIZE;
 use crate::store::stream::chunk::ChunkBuilder;
 use crate::store::stream::{record, LogOptions, StreamLog, StreamLogError};
 use crate::store::{Op, Store};
@@ -325,13 +326,18 @@ impl StreamQueue {
     /// does not fit); false when the record fits in no chunk.
     fn gather(&mut self, push: impl Fn(&mut ChunkBuilder) -> bool) -> bool {
         let fits = |c: &ChunkBuilder| c.data_len() < CHUNK_BYTES;
+        let fresh = |q: &Self| {
+            let size = q.shared.applied().args.filter_size_bytes;
+            ChunkBuilder::default().with_filter_size(size.unwrap_or(DEFAULT_FILTER_SIZE))
+        };
         if !self.chunks.last().is_some_and(fits) {
-            self.chunks.push(ChunkBuilder::default());
+            let c = fresh(self);
+            self.chunks.push(c);
         }
         if self.chunks.last_mut().is_some_and(&push) {
             return true;
         }
-        let mut fresh = ChunkBuilder::default();
+        let mut fresh = fresh(self);
         let pushed = push(&mut fresh);
         self.chunks.push(fresh);
         pushed
@@ -345,7 +351,9 @@ impl StreamQueue {
             }
             return;
         }
-        let pushed = self.gather(|c| record::push_message(c, msg));
+        let filter = consumers::filter_value(msg);
+        let filter = filter.as_deref().map(str::as_bytes);
+        let pushed = self.gather(|c| record::push_message(c, msg, filter));
         match (pushed, token) {
             (true, Some(t)) => self.tokens.push(t),
             (false, Some(t)) => t.complete(false),

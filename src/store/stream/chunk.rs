@@ -5,6 +5,8 @@
 //! trailer. A simple entry is a 31-bit length and a body (one record); a sub-batch entry
 //! carries several records, maybe compressed, that the broker never opens.
 
+use super::bloom::{BloomBuilder, DEFAULT_FILTER_SIZE};
+
 /// Bytes in a chunk header.
 pub const HEADER_LEN: usize = 48;
 
@@ -237,6 +239,8 @@ pub struct ChunkBuilder {
     /// The last publishing id of each deduplicating publisher with records in the chunk,
     /// written as the chunk's trailer ([`super::tracking`]).
     writers: Vec<(String, u64)>,
+    /// The filter values of its entries ([`super::bloom`]).
+    bloom: BloomBuilder,
 }
 
 impl Default for ChunkBuilder {
@@ -255,7 +259,14 @@ impl ChunkBuilder {
             entries: 0,
             records: 0,
             writers: Vec::new(),
+            bloom: BloomBuilder::new(DEFAULT_FILTER_SIZE),
         }
+    }
+
+    /// The same, with a Bloom filter of `size` bytes when entries have filter values.
+    pub fn with_filter_size(mut self, size: u8) -> Self {
+        self.bloom = BloomBuilder::new(size);
+        self
     }
 
     /// Whether another entry of `len` bytes still fits (16-bit entry count, 31-bit lengths).
@@ -272,10 +283,16 @@ impl ChunkBuilder {
 
     /// Appends a one-record entry whose body is `parts` one after the other.
     pub fn push_simple_parts(&mut self, parts: &[&[u8]]) -> bool {
+        self.push_filtered(parts, None)
+    }
+
+    /// Appends a one-record entry of `parts` with filter value `filter` (None: unfiltered).
+    pub fn push_filtered(&mut self, parts: &[&[u8]], filter: Option<&[u8]>) -> bool {
         let len: usize = parts.iter().map(|p| p.len()).sum();
         if !self.fits(len) {
             return false;
         }
+        self.bloom.add(filter);
         self.buf.extend_from_slice(&(len as u32).to_be_bytes());
         for p in parts {
             self.buf.extend_from_slice(p);
@@ -296,6 +313,7 @@ impl ChunkBuilder {
         if !self.fits(body.len()) {
             return false;
         }
+        self.bloom.add(None);
         self.buf.push(0x80 | ((compression & 0x7) << 4));
         self.buf.extend_from_slice(&records.to_be_bytes());
         self.buf.extend_from_slice(&uncompressed_len.to_be_bytes());
@@ -353,6 +371,11 @@ impl ChunkBuilder {
         let data_len = self.data_len() as u32;
         let crc = crc32fast::hash(&self.buf[HEADER_LEN..]);
         let trailer_len = super::tracking::encode_writers(&self.writers, &mut self.buf) as u32;
+        let bloom = std::mem::take(&mut self.bloom).finish();
+        let bloom_len = bloom.len() as u8;
+        if !bloom.is_empty() {
+            self.buf.splice(HEADER_LEN..HEADER_LEN, bloom);
+        }
         let header = ChunkHeader {
             chunk_type: CHUNK_USER,
             num_entries: self.entries,
@@ -363,7 +386,7 @@ impl ChunkBuilder {
             crc,
             data_len,
             trailer_len,
-            bloom_len: 0,
+            bloom_len,
         };
         self.buf[..HEADER_LEN].copy_from_slice(&header.encode());
         (header, self.buf)
@@ -410,5 +433,35 @@ mod tests {
         let mut bad = bytes;
         bad[0] = 0;
         assert_eq!(ChunkHeader::decode(&bad), Err(ChunkError::Magic(0)));
+    }
+
+    #[test]
+    fn a_chunk_with_filter_values_carries_its_bloom_filter_before_the_data() {
+        use super::super::bloom::BloomMatcher;
+        let mut b = ChunkBuilder::default().with_filter_size(32);
+        assert!(b.push_filtered(&[b"eu-", b"1"], Some(b"eu")));
+        assert!(b.push_simple(b"plain"));
+        b.track_writer("p", 3);
+        let (h, bytes) = b.finish(10, 1, 1);
+        assert_eq!(h.bloom_len, 32);
+        assert_eq!(bytes.len() as u64, h.total_len());
+        h.verify(&bytes).expect("valid");
+        let filter = &bytes[HEADER_LEN..h.data_start()];
+        let m = |v: &[u8], unfiltered| BloomMatcher {
+            values: vec![v.to_vec()],
+            match_unfiltered: unfiltered,
+        };
+        assert!(m(b"eu", false).matches(filter));
+        assert!(m(b"zz", true).matches(filter), "it has unfiltered entries");
+        let data = &bytes[h.data_start()..h.data_start() + h.data_len as usize];
+        let entries: Vec<_> = Entries::new(data).map(|e| e.expect("entry")).collect();
+        assert_eq!(
+            entries,
+            vec![Entry::Simple(b"eu-1"), Entry::Simple(b"plain")]
+        );
+        // Without filter values there is no filter.
+        let mut plain = ChunkBuilder::default();
+        assert!(plain.push_simple(b"x"));
+        assert_eq!(plain.finish(0, 1, 1).0.bloom_len, 0);
     }
 }

@@ -11,6 +11,7 @@
 //!
 //! Only `store/` touches these files; the stream queue owns one [`StreamLog`].
 
+pub mod bloom;
 pub mod chunk;
 pub mod index;
 pub mod record;

@@ -13,17 +13,20 @@ use super::chunk::ChunkBuilder;
 pub const AMQP_091: u8 = 0xA9;
 
 /// Appends `msg` to a chunk as one record; false when the chunk has no room for it.
-pub fn push_message(chunk: &mut ChunkBuilder, msg: &Message) -> bool {
+pub fn push_message(chunk: &mut ChunkBuilder, msg: &Message, filter: Option<&[u8]>) -> bool {
     let (exchange, key) = (msg.exchange.as_str(), msg.routing_key.as_str());
     let props_len = (msg.raw_properties().len() as u32).to_be_bytes();
-    chunk.push_simple_parts(&[
-        &[AMQP_091, exchange.len() as u8],
-        exchange.as_bytes(),
-        &[key.len() as u8],
-        key.as_bytes(),
-        &props_len,
-        msg.data(),
-    ])
+    chunk.push_filtered(
+        &[
+            &[AMQP_091, exchange.len() as u8],
+            exchange.as_bytes(),
+            &[key.len() as u8],
+            key.as_bytes(),
+            &props_len,
+            msg.data(),
+        ],
+        filter,
+    )
 }
 
 /// The message in a record (`record` shares the chunk's buffer: the body is not copied, the
@@ -110,7 +113,7 @@ mod tests {
         data.extend_from_slice(b"body");
         let msg = Message::new("ex".into(), "rk".into(), data.into(), raw.len(), &props);
         let mut chunk = ChunkBuilder::default();
-        assert!(push_message(&mut chunk, &msg));
+        assert!(push_message(&mut chunk, &msg, None));
         let (h, bytes) = chunk.finish(0, 0, 0);
         let bytes = Bytes::from(bytes);
         let Some(Ok(Entry::Simple(record))) = Entries::new(&bytes[h.data_start()..]).next() else {
