@@ -732,3 +732,44 @@ async fn filtered_subscriptions_skip_the_chunks_their_values_are_not_in() {
     }
     within(b.server.shutdown()).await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn resolve_offset_spec_answers_where_a_reader_would_start() {
+    let b = broker().await;
+    let env = env(&b).await;
+    within(env.stream_creator().create("ledger"))
+        .await
+        .expect("created");
+    // Three chunks: 0-2, 3-5, 6-8.
+    for i in 0..3 {
+        publish_all(&env, "ledger", bodies(i * 3..i * 3 + 3)).await;
+    }
+    let mut r = StreamRaw::open(b.server.stream_addr.expect("stream listener")).await;
+    let resolve = |stream: &str, spec: &[u8]| {
+        let mut f = common::stream_raw::string(stream);
+        f.extend_from_slice(spec);
+        f.extend(0u32.to_be_bytes());
+        f
+    };
+    let offset = |o: u64| [&4u16.to_be_bytes()[..], &o.to_be_bytes()].concat();
+    let cases: [(Vec<u8>, u64); 6] = [
+        (resolve("ledger", &[0, 1]), 0),
+        (resolve("ledger", &[0, 2]), 6),
+        (resolve("ledger", &[0, 3]), 9),
+        (resolve("ledger", &offset(4)), 4),
+        (resolve("ledger", &offset(100)), 9),
+        (
+            resolve("ledger", &[&[0, 5][..], &1i64.to_be_bytes()].concat()),
+            0,
+        ),
+    ];
+    for (fields, want) in cases {
+        let (c, f) = r.call_full(0x001f, &fields).await;
+        assert_eq!(c, 1);
+        assert_eq!(&f[10..12], &[0, 4], "an offset");
+        assert_eq!(u64::from_be_bytes(f[12..20].try_into().expect("8")), want);
+    }
+    let (c, _) = r.call_full(0x001f, &resolve("nope", &[0, 1])).await;
+    assert_eq!(c, 2, "stream does not exist");
+    within(b.server.shutdown()).await;
+}

@@ -39,6 +39,7 @@ pub mod key {
     pub const STREAM_STATS: u16 = 0x001c;
     pub const CREATE_SUPER_STREAM: u16 = 0x001d;
     pub const DELETE_SUPER_STREAM: u16 = 0x001e;
+    pub const RESOLVE_OFFSET_SPEC: u16 = 0x001f;
     /// The bit that marks a response.
     pub const RESPONSE: u16 = 0x8000;
 }

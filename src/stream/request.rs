@@ -129,6 +129,11 @@ pub enum Request {
         routing_key: String,
         super_stream: String,
     },
+    ResolveOffsetSpec {
+        corr: u32,
+        stream: String,
+        offset: OffsetSpec,
+    },
     /// The client's answer to a `ConsumerUpdate`: the offset an activated single active
     /// consumer reads from (`None`: the one it subscribed with).
     ConsumerUpdateResponse {
@@ -273,6 +278,18 @@ impl Request {
                 routing_key: r.string()?,
                 super_stream: r.string()?,
             },
+            key::RESOLVE_OFFSET_SPEC => {
+                let corr = r.u32()?;
+                let stream = r.string()?;
+                let offset = offset_spec(&mut r)?;
+                // Its properties (chunk selector, filters) change nothing for this log.
+                let _ = r.properties()?;
+                Request::ResolveOffsetSpec {
+                    corr,
+                    stream,
+                    offset,
+                }
+            }
             key::EXCHANGE_COMMAND_VERSIONS => Request::ExchangeCommandVersions { corr: r.u32()? },
             key::STREAM_STATS => Request::StreamStats {
                 corr: r.u32()?,

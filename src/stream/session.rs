@@ -405,6 +405,13 @@ impl Session {
             Request::ExchangeCommandVersions { corr } => {
                 send(wr, exchange_command_versions(corr)).await;
             }
+            Request::ResolveOffsetSpec {
+                corr,
+                stream,
+                offset,
+            } => {
+                send(wr, self.resolve_offset_spec(corr, &stream, offset).await).await;
+            }
             Request::StreamStats { corr, stream } => {
                 send(wr, self.stream_stats(corr, &stream).await).await;
             }
@@ -666,6 +673,32 @@ impl Session {
         f.finish()
     }
 
+    /// The offset a reader from `spec` would start at, as RabbitMQ answers it: type offset (4)
+    /// and the value; `NO_OFFSET` when the log cannot say.
+    async fn resolve_offset_spec(&self, corr: u32, stream: &str, spec: OffsetSpec) -> Bytes {
+        let (c, offset) = match self.stream_for(stream, Access::Read) {
+            Err(c) => (c, 0),
+            Ok(q) => {
+                let (tx, rx) = oneshot::channel();
+                match q
+                    .stream_request(StreamCmd::Resolve { spec, reply: tx })
+                    .await
+                {
+                    false => (code::STREAM_NOT_AVAILABLE, 0),
+                    true => match rx.await {
+                        Ok(Some(o)) => (code::OK, o),
+                        Ok(None) => (code::NO_OFFSET, 0),
+                        Err(_) => (code::STREAM_NOT_AVAILABLE, 0),
+                    },
+                }
+            }
+        };
+        Frame::response(key::RESOLVE_OFFSET_SPEC, 1, corr, c)
+            .u16(4)
+            .u64(offset)
+            .finish()
+    }
+
     async fn stream_stats(&self, corr: u32, stream: &str) -> Bytes {
         let q = match self.stream_for(stream, Access::Read) {
             Ok(q) => q,
@@ -730,6 +763,7 @@ fn exchange_command_versions(corr: u32) -> Bytes {
         key::STREAM_STATS,
         key::CREATE_SUPER_STREAM,
         key::DELETE_SUPER_STREAM,
+        key::RESOLVE_OFFSET_SPEC,
     ];
     let mut f = Frame::response(key::EXCHANGE_COMMAND_VERSIONS, 1, corr, code::OK)
         .u32(commands.len() as u32);

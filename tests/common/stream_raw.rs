@@ -134,6 +134,11 @@ impl StreamRaw {
     /// Sends a request (key, version 1, a fresh correlation id, `fields`) and returns the
     /// code of its response.
     pub async fn call(&mut self, k: u16, fields: &[u8]) -> u16 {
+        self.call_full(k, fields).await.0
+    }
+
+    /// The same, returning the response's code and whole frame body.
+    pub async fn call_full(&mut self, k: u16, fields: &[u8]) -> (u16, Vec<u8>) {
         self.corr += 1;
         let mut b = k.to_be_bytes().to_vec();
         b.extend(1u16.to_be_bytes());
@@ -142,7 +147,7 @@ impl StreamRaw {
         self.send(&b).await;
         let r = self.expect(k | RESPONSE).await;
         assert_eq!(&r[4..8], &self.corr.to_be_bytes(), "the response to it");
-        u16::from_be_bytes([r[8], r[9]])
+        (u16::from_be_bytes([r[8], r[9]]), r)
     }
 
     /// Subscribes `id` to `stream` with `credit` chunks and `properties`; the response code.

@@ -101,6 +101,11 @@ pub enum StreamCmd {
         reference: String,
         reply: oneshot::Sender<u64>,
     },
+    /// The offset a reader from `spec` would start at (None: the log cannot be read).
+    Resolve {
+        spec: OffsetSpec,
+        reply: oneshot::Sender<Option<u64>>,
+    },
     /// The first offset kept and the first offset of the last committed chunk.
     Stats {
         reply: oneshot::Sender<(u64, Option<u64>)>,
@@ -260,6 +265,10 @@ impl StreamQueue {
             StreamCmd::QuerySequence { reference, reply } => {
                 let _ = reply.send(self.writers.get(reference.as_str()).copied().unwrap_or(0));
             }
+            StreamCmd::Resolve { spec, reply } => {
+                self.resolving.push((spec, reply));
+                self.attach_readers();
+            }
             StreamCmd::Stats { reply } => {
                 let _ = reply.send((self.first, self.facts.committed_chunk));
             }
@@ -349,6 +358,17 @@ impl StreamQueue {
         let Some(log) = self.log.as_ref() else {
             return;
         };
+        // Resolving asked while the log was lent to a write (a numeric offset inside the
+        // log is itself; anything else is where its chunk starts).
+        for (spec, reply) in self.resolving.drain(..) {
+            let at = match spec {
+                OffsetSpec::Offset(o) if (log.first_offset()..log.next_offset()).contains(&o) => {
+                    Ok(o)
+                }
+                spec => log.resolve(spec).map(|p| p.chunk_id),
+            };
+            let _ = reply.send(at.ok());
+        }
         for s in self
             .subscriptions
             .iter_mut()

@@ -25,7 +25,7 @@ use crate::confirm::ConfirmToken;
 use crate::error::{CoreError, Kind, Precondition};
 use crate::store::stream::bloom::DEFAULT_FILTER_SIZE;
 use crate::store::stream::chunk::ChunkBuilder;
-use crate::store::stream::{record, LogOptions, StreamLog, StreamLogError};
+use crate::store::stream::{record, LogOptions, OffsetSpec, StreamLog, StreamLogError};
 use crate::store::{Op, Store};
 use clients::{PendingAppend, Subscription};
 use consumers::StreamConsumer;
@@ -91,6 +91,8 @@ struct StreamQueue {
     offsets_dirty: bool,
     consumers: Vec<StreamConsumer>,
     subscriptions: Vec<Subscription>,
+    /// `ResolveOffsetSpec`s waiting for the log.
+    resolving: Vec<(OffsetSpec, tokio::sync::oneshot::Sender<Option<u64>>)>,
     /// Delivery sequence number -> consumer id, for the credit an ack returns.
     unacked: rustc_hash::FxHashMap<u64, u64>,
     next_seq: u64,
@@ -162,6 +164,7 @@ pub(super) fn start<H: super::QueueHost>(shared: QueueRef, host: &Arc<H>, rx: Ma
         offsets_dirty: false,
         consumers: Vec::new(),
         subscriptions: Vec::new(),
+        resolving: Vec::new(),
         unacked: Default::default(),
         next_seq: 1,
         stats: Stats::default(),
