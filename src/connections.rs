@@ -1,8 +1,10 @@
-//! The registry of open AMQP connections: what `max_connections` counts and what the management
-//! API reports. A connection is admitted at connection.open; its [`Registration`] removes it
-//! when dropped, however the connection ends.
+//! The registry of open client connections, AMQP 0-9-1 and stream protocol alike: what
+//! `max_connections` and the connection limits count and what the management API reports.
+//! A connection is admitted when it opens (AMQP's connection.open, the stream protocol's
+//! open); its [`Registration`] removes it when dropped, however the connection ends.
 
 use crate::channels::{ChannelInfo, ChannelTotals};
+use crate::stream_stats::{StreamActivity, StreamCounters};
 use amq_protocol::types::FieldTable;
 use dashmap::DashMap;
 use std::net::SocketAddr;
@@ -12,11 +14,34 @@ use std::sync::Mutex;
 use std::time::SystemTime;
 use tokio::sync::Notify;
 
+/// The protocol a client connection speaks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Protocol {
+    /// AMQP 0-9-1 (port 5672).
+    Amqp091,
+    /// RabbitMQ's stream protocol (port 5552).
+    Stream,
+}
+
+impl Protocol {
+    /// The name RabbitMQ's management API gives it.
+    pub fn name(self) -> &'static str {
+        match self {
+            Protocol::Amqp091 => "AMQP 0-9-1",
+            Protocol::Stream => "stream",
+        }
+    }
+}
+
 /// What the broker knows of one open connection.
 #[derive(Debug)]
 pub struct ConnectionInfo {
     /// Broker-unique id.
     pub id: u64,
+    /// The protocol it speaks.
+    pub protocol: Protocol,
+    /// A stream connection's publishers and consumers (empty for AMQP).
+    pub stream: StreamActivity,
     /// The authenticated user.
     pub user: String,
     /// The virtual host it opened.
@@ -92,6 +117,8 @@ impl ConnectionInfo {
 pub struct NewConnection {
     /// Broker-unique id.
     pub id: u64,
+    /// The protocol it speaks.
+    pub protocol: Protocol,
     /// The authenticated user.
     pub user: String,
     /// The virtual host it opened.
@@ -154,6 +181,8 @@ pub struct Connections {
     pub closed_total: AtomicU64,
     /// Counts of closed channels and channel open/close totals.
     pub channel_totals: ChannelTotals,
+    /// The stream protocol's node-wide counters.
+    pub stream: StreamCounters,
 }
 
 impl Connections {
@@ -166,6 +195,8 @@ impl Connections {
         }
         let info = Arc::new(ConnectionInfo {
             id: new.id,
+            protocol: new.protocol,
+            stream: StreamActivity::default(),
             user: new.user,
             vhost: new.vhost,
             peer: new.peer,
@@ -203,6 +234,16 @@ impl Connections {
             .iter()
             .find(|e| e.value().name() == name)
             .map(|e| e.value().clone())
+    }
+
+    /// How many are open in virtual host `vhost`.
+    pub fn in_vhost(&self, vhost: &str) -> usize {
+        self.map.iter().filter(|e| e.value().vhost == vhost).count()
+    }
+
+    /// How many user `user` has open.
+    pub fn of_user(&self, user: &str) -> usize {
+        self.map.iter().filter(|e| e.value().user == user).count()
     }
 
     /// How many are open.
@@ -301,6 +342,7 @@ mod tests {
     fn info(id: u64) -> NewConnection {
         NewConnection {
             id,
+            protocol: Protocol::Amqp091,
             user: "guest".into(),
             vhost: "/".into(),
             peer: SocketAddr::from(([127, 0, 0, 1], 1000)),

@@ -37,6 +37,7 @@ pub mod shortstr;
 pub mod shovel;
 pub mod store;
 pub mod stream;
+pub mod stream_stats;
 pub mod tls;
 pub mod vhost;
 

@@ -5,7 +5,7 @@ use crate::amqp::codec::{self, Frame};
 use crate::amqp::error::AmqpError;
 use crate::auth;
 use crate::broker::Broker;
-use crate::connections::{NewConnection, Registration};
+use crate::connections::{NewConnection, Protocol, Registration};
 use crate::error::code;
 use crate::vhost::VHost;
 use amq_protocol::protocol::{connection, AMQPClass};
@@ -311,12 +311,7 @@ pub(crate) async fn negotiate<R: AsyncRead + Unpin, W: AsyncWrite + Unpin>(
         .max_connections
         .load(std::sync::atomic::Ordering::Relaxed);
     if limit >= 0 {
-        let open = broker
-            .connections
-            .list()
-            .iter()
-            .filter(|c| c.vhost == vhost.name)
-            .count();
+        let open = broker.connections.in_vhost(&vhost.name);
         if open as i64 >= limit {
             return Err(Refused::Close(
                 AmqpError::not_allowed(format!(
@@ -327,12 +322,7 @@ pub(crate) async fn negotiate<R: AsyncRead + Unpin, W: AsyncWrite + Unpin>(
         }
     }
     if let Some(limit) = broker.user_limit(&user, "max-connections") {
-        let open = broker
-            .connections
-            .list()
-            .iter()
-            .filter(|c| c.user == user)
-            .count();
+        let open = broker.connections.of_user(&user);
         if open as i64 >= limit {
             return Err(Refused::Close(
                 AmqpError::not_allowed(format!(
@@ -344,6 +334,7 @@ pub(crate) async fn negotiate<R: AsyncRead + Unpin, W: AsyncWrite + Unpin>(
     }
     let info = NewConnection {
         id: broker.next_id(),
+        protocol: Protocol::Amqp091,
         user: user.clone(),
         vhost: vhost.name.clone(),
         peer: peer.addr,

@@ -1,4 +1,5 @@
-//! `/api/connections[/{name}]` and `/api/vhosts/{vhost}/connections`: the open AMQP connections
+//! `/api/connections[/{name}]` and `/api/vhosts/{vhost}/connections`: the open AMQP 0-9-1 and
+//! stream protocol connections
 //! from the broker's registry, in RabbitMQ's JSON; DELETE closes one with 320
 //! CONNECTION_FORCED (the `X-Reason` header, or "Closed via management plugin"). In a
 //! cluster every node lists, shows and closes every node's connections (another node's
@@ -44,7 +45,7 @@ pub(crate) fn connection_json(b: &AppState, c: &ConnectionInfo) -> Value {
         "peer_cert_subject": cert.map(|p| &p.subject),
         "peer_cert_issuer": cert.map(|p| &p.issuer),
         "peer_cert_validity": cert.map(|p| &p.validity),
-        "protocol": "AMQP 0-9-1",
+        "protocol": c.protocol.name(),
         "auth_mechanism": c.mechanism,
         "state": "running",
         "type": "network",

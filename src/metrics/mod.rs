@@ -374,6 +374,8 @@ fn node_counters(b: &Broker, out: &mut String) {
         let metric = format!("rabbitmq_global_{name}");
         family(out, &metric, "counter", help);
         let _ = writeln!(out, "{metric}{{protocol=\"amqp091\"}} {value}");
+        let stream = stream_counter(&b.connections.stream, name);
+        let _ = writeln!(out, "{metric}{{protocol=\"stream\"}} {stream}");
     }
     let publishers = channels
         .iter()
@@ -383,19 +385,62 @@ fn node_counters(b: &Broker, out: &mut String) {
         .iter()
         .map(|(_, ch)| u64::from(ch.consumers.load(Relaxed)))
         .sum();
-    for (name, help, value) in [
+    let (stream_publishers, stream_consumers) = stream_clients(b);
+    for (name, help, value, stream) in [
         (
             "publishers",
             "Current number of publishers",
             publishers as u64,
+            stream_publishers,
         ),
-        ("consumers", "Current number of consumers", consumers),
+        (
+            "consumers",
+            "Current number of consumers",
+            consumers,
+            stream_consumers,
+        ),
     ] {
         let metric = format!("rabbitmq_global_{name}");
         family(out, &metric, "gauge", help);
         let _ = writeln!(out, "{metric}{{protocol=\"amqp091\"}} {value}");
+        let _ = writeln!(out, "{metric}{{protocol=\"stream\"}} {stream}");
     }
     size_histogram(out, &sizes);
+    stream_families(b, out);
+}
+
+/// The stream protocol's sample of a `rabbitmq_global_*` counter family.
+fn stream_counter(c: &crate::stream_stats::StreamCounters, name: &str) -> u64 {
+    match name {
+        "messages_received_total" | "messages_received_confirm_total" => c.received.load(Relaxed),
+        "messages_confirmed_total" => c.confirmed.load(Relaxed),
+        "messages_delivered_total" => c.delivered.load(Relaxed),
+        _ => 0,
+    }
+}
+
+/// How many publishers and consumers the stream connections have.
+fn stream_clients(b: &Broker) -> (usize, usize) {
+    let streams: Vec<_> = b
+        .connections
+        .list()
+        .into_iter()
+        .filter(|c| c.protocol == crate::connections::Protocol::Stream)
+        .collect();
+    let publishers = streams.iter().map(|c| c.stream.publishers().len()).sum();
+    let consumers = streams.iter().map(|c| c.stream.consumers().len()).sum();
+    (publishers, consumers)
+}
+
+/// The stream protocol's `rabbitmq_global_stream_error_*_total` counters.
+fn stream_families(b: &Broker, out: &mut String) {
+    let counters = &b.connections.stream;
+    for (code, name, help) in crate::stream_stats::ERROR_FAMILIES {
+        let metric = format!("rabbitmq_global_stream_error_{name}_total");
+        family(out, &metric, "counter", help);
+        let value = counters.errors(code);
+        let _ = writeln!(out, "{metric}{{protocol=\"stream\"}} {value}");
+    }
 }
 
 /// `le` of each bucket as Prometheus itself normalises it (`100.0`, `1e+06`), so dashboard

@@ -9,6 +9,7 @@ use super::frame::{code, key, publish_error, Frame, Malformed};
 use super::request::Request;
 use super::session::{Next, Session};
 use crate::broker::Broker;
+use crate::connections::ConnectionInfo;
 use crate::queue::stream::StreamEvent;
 use bytes::{Buf, Bytes, BytesMut};
 use std::net::SocketAddr;
@@ -31,10 +32,15 @@ pub async fn run(
     mut shutdown: watch::Receiver<bool>,
 ) {
     let _ = socket.set_nodelay(true);
+    let Ok(local) = socket.local_addr() else {
+        return;
+    };
     let (mut rd, wr) = socket.into_split();
     let mut wr = BufWriter::with_capacity(64 * 1024, wr);
     let (events, mut inbox) = mpsc::unbounded_channel();
-    let mut s = Session::new(broker.clone(), peer, events);
+    let mut s = Session::new(broker.clone(), peer, local, events);
+    // Its registry entry once open: a close through the management API wakes its `kill`.
+    let mut info: Option<Arc<ConnectionInfo>> = None;
     let mut buf = BytesMut::with_capacity(64 * 1024);
     let handshake_deadline = Instant::now() + Duration::from_secs(broker.config.handshake_timeout);
     let mut last_read = Instant::now();
@@ -43,6 +49,11 @@ pub async fn run(
     'conn: loop {
         tokio::select! {
             _ = shutdown.changed() => break,
+            _ = killed(info.as_deref()) => {
+                // As RabbitMQ: the connection ends, with no close frame.
+                tracing::info!(%peer, "stream connection closed through the management API");
+                break;
+            }
             n = rd.read_buf(&mut buf) => {
                 match n {
                     Ok(0) | Err(_) => break,
@@ -61,6 +72,9 @@ pub async fn run(
                             if matches!(next, Next::Close) {
                                 let _ = wr.flush().await;
                                 break 'conn;
+                            }
+                            if info.is_none() {
+                                info = s.info();
                             }
                         }
                         Err(TooLarge) => {
@@ -109,6 +123,14 @@ pub async fn run(
     s.closed().await;
 }
 
+/// Waits until the connection is asked to close (never, before it is open).
+async fn killed(info: Option<&ConnectionInfo>) {
+    match info {
+        Some(i) => i.kill.notified().await,
+        None => std::future::pending().await,
+    }
+}
+
 /// A frame larger than the negotiated maximum.
 struct TooLarge;
 
@@ -138,17 +160,12 @@ async fn write_event(
 ) -> std::io::Result<()> {
     match ev {
         StreamEvent::Confirmed { publisher, ids } => {
-            let mut f = Frame::command(key::PUBLISH_CONFIRM, 1)
-                .u8(publisher)
-                .u32(ids.len() as u32);
-            for id in ids {
-                f = f.u64(id);
-            }
-            wr.write_all(&f.finish()).await
+            wr.write_all(&s.confirmed(publisher, ids)).await
         }
         StreamEvent::Refused { publisher, ids } => {
-            wr.write_all(&publish_error(publisher, &ids, code::INTERNAL_ERROR))
-                .await
+            s.refused(publisher, ids.len());
+            let c = s.counted(code::INTERNAL_ERROR);
+            wr.write_all(&publish_error(publisher, &ids, c)).await
         }
         StreamEvent::Chunk {
             subscription,
@@ -169,6 +186,7 @@ async fn write_event(
             wr.write_all(&head).await?;
             wr.write_all(&header).await?;
             wr.write_all(&data).await?;
+            s.delivered(subscription, &header);
             s.chunk_written(bytes).await;
             Ok(())
         }

@@ -7,7 +7,11 @@
 use super::frame::{code, key, Frame};
 use super::session::{reply, send, Next, Phase, Session, DEFAULT_FRAME_MAX, DEFAULT_HEARTBEAT};
 use crate::broker::Broker;
+use crate::connections::{NewConnection, Protocol, Registration};
+use crate::vhost::VHost;
+use amq_protocol::types::{AMQPValue, FieldTable};
 use bytes::Bytes;
+use std::sync::atomic::Ordering::Relaxed;
 use tokio::io::AsyncWrite;
 
 impl Session {
@@ -71,12 +75,8 @@ impl Session {
         wr: &mut W,
     ) -> Next {
         if !self.mechanisms().contains(&mechanism.as_str()) {
-            let f = Frame::response(
-                key::SASL_AUTHENTICATE,
-                1,
-                corr,
-                code::SASL_MECHANISM_NOT_SUPPORTED,
-            );
+            let c = self.counted(code::SASL_MECHANISM_NOT_SUPPORTED);
+            let f = Frame::response(key::SASL_AUTHENTICATE, 1, corr, c);
             send(wr, f.finish()).await;
             return Next::Close;
         }
@@ -100,7 +100,7 @@ impl Session {
         } else {
             code::OK
         };
-        send(wr, reply(key::SASL_AUTHENTICATE, corr, c)).await;
+        send(wr, reply(key::SASL_AUTHENTICATE, corr, self.counted(c))).await;
         if c != code::OK {
             tracing::warn!(user = %name, peer = %self.peer, "stream login refused (mechanism {mechanism})");
             return Next::Close;
@@ -125,6 +125,48 @@ impl Session {
         self.heartbeat = pick(heartbeat, DEFAULT_HEARTBEAT);
     }
 
+    /// Admits the connection to the broker's registry, within the node's, the vhost's and
+    /// the user's connection limits (RabbitMQ refuses an open over any of them).
+    fn register(&self, v: &VHost, user: &str) -> Result<Registration, &'static str> {
+        let connections = &self.broker.connections;
+        let limit = v.limits.max_connections.load(Relaxed);
+        if limit >= 0 && connections.in_vhost(&v.name) as i64 >= limit {
+            return Err("vhost connection limit reached");
+        }
+        if let Some(limit) = self.broker.user_limit(user, "max-connections") {
+            if connections.of_user(user) as i64 >= limit {
+                return Err("user connection limit reached");
+            }
+        }
+        let mut properties = FieldTable::default();
+        for (k, v) in &self.client_properties {
+            let value = AMQPValue::LongString(v.as_bytes().to_vec().into());
+            properties.insert(crate::shortstr::short(k), value);
+        }
+        let new = NewConnection {
+            id: self.id,
+            protocol: Protocol::Stream,
+            user: user.to_owned(),
+            vhost: v.name.clone(),
+            peer: self.peer,
+            local: self.local,
+            tls: None,
+            client_name: self
+                .client_properties
+                .iter()
+                .find(|(k, _)| k == "connection_name")
+                .map(|(_, v)| v.clone()),
+            client_properties: properties,
+            mechanism: self.mechanism.clone().unwrap_or_default(),
+            heartbeat: self.heartbeat.min(u32::from(u16::MAX)) as u16,
+            frame_max: self.frame_max,
+            channel_max: 0,
+        };
+        connections
+            .admit(new, self.broker.config.max_connections)
+            .ok_or("node connection limit reached")
+    }
+
     pub(super) async fn open<W: AsyncWrite + Unpin>(
         &mut self,
         corr: u32,
@@ -136,15 +178,20 @@ impl Session {
         let allowed = |b: &Broker| b.permissions.get(&vhost, &user).is_some();
         let allowed = v.is_some()
             && (allowed(&self.broker) || (self.broker.catch_up().await && allowed(&self.broker)));
-        let Some(v) = v.filter(|_| allowed) else {
-            tracing::warn!(%user, %vhost, peer = %self.peer, "stream access to vhost refused");
-            send(
-                wr,
-                reply(key::OPEN, corr, code::VIRTUAL_HOST_ACCESS_FAILURE),
-            )
-            .await;
-            return Next::Close;
+        let registration = v
+            .filter(|_| allowed)
+            .ok_or("access refused")
+            .and_then(|v| self.register(&v, &user).map(|r| (v, r)));
+        let (v, registration) = match registration {
+            Ok(admitted) => admitted,
+            Err(why) => {
+                tracing::warn!(%user, %vhost, peer = %self.peer, "stream open refused: {why}");
+                let c = self.counted(code::VIRTUAL_HOST_ACCESS_FAILURE);
+                send(wr, reply(key::OPEN, corr, c)).await;
+                return Next::Close;
+            }
         };
+        self.registration = Some(registration);
         self.vhost = Some(v);
         self.phase = Phase::Open;
         let (host, port) = super::advertised(&self.broker);

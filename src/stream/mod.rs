@@ -9,8 +9,10 @@ mod arguments;
 mod connection;
 pub mod frame;
 mod handshake;
+mod publishers;
 pub mod request;
 mod session;
+mod subscriptions;
 mod super_stream;
 
 use crate::broker::Broker;

@@ -5,20 +5,21 @@
 //! `query_offset`, and the `ConsumerUpdate`s of single active consumers with their
 //! answers). Answers use RabbitMQ's response codes.
 
-use super::frame::{code, key, publish_error, Frame};
-use super::request::{Published, Request};
+use super::frame::{code, key, Frame};
+use super::request::Request;
 use crate::broker::Broker;
+use crate::connections::{ConnectionInfo, Registration};
 use crate::error::CoreError;
 use crate::permissions::Access;
-use crate::queue::stream::{EventSink, SingleActive, StreamCmd, MAX_BACKLOG};
+use crate::queue::stream::{EventSink, LogStats, StreamCmd};
 use crate::queue::QueueRef;
-use crate::store::stream::bloom::BloomMatcher;
 use crate::store::stream::OffsetSpec;
+use crate::stream_stats::{ConsumerStats, PublisherStats};
 use crate::vhost::VHost;
 use bytes::Bytes;
 use std::collections::HashMap;
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::AtomicUsize;
 use std::sync::Arc;
 use tokio::io::{AsyncWrite, AsyncWriteExt};
 use tokio::sync::oneshot;
@@ -48,15 +49,24 @@ pub(super) enum Phase {
 }
 
 /// A declared publisher.
-struct Publisher {
-    queue: QueueRef,
-    reference: Option<Arc<str>>,
+pub(super) struct Publisher {
+    pub(super) queue: QueueRef,
+    pub(super) reference: Option<Arc<str>>,
+    pub(super) stats: Arc<PublisherStats>,
+}
+
+/// A subscription: the stream it reads and its counters.
+pub(super) struct Subscription {
+    pub(super) queue: QueueRef,
+    pub(super) stats: Arc<ConsumerStats>,
 }
 
 /// A connection's state.
 pub(super) struct Session {
     pub(super) broker: Arc<Broker>,
     pub(super) peer: SocketAddr,
+    /// The broker's address of the connection.
+    pub(super) local: SocketAddr,
     pub(super) id: u64,
     pub(super) phase: Phase,
     pub(super) mechanism: Option<String>,
@@ -64,14 +74,18 @@ pub(super) struct Session {
     pub(super) vhost: Option<Arc<VHost>>,
     pub(super) frame_max: u32,
     pub(super) heartbeat: u32,
-    publishers: HashMap<u8, Publisher>,
-    subscriptions: HashMap<u8, QueueRef>,
+    /// What the client sent in peer properties.
+    pub(super) client_properties: Vec<(String, String)>,
+    /// Its place in the broker's connection registry, once open.
+    pub(super) registration: Option<Registration>,
+    pub(super) publishers: HashMap<u8, Publisher>,
+    pub(super) subscriptions: HashMap<u8, Subscription>,
     /// `ConsumerUpdate`s sent and not answered yet: correlation id -> subscription.
-    updates: HashMap<u32, u8>,
-    next_corr: u32,
-    events: EventSink,
+    pub(super) updates: HashMap<u32, u8>,
+    pub(super) next_corr: u32,
+    pub(super) events: EventSink,
     /// Bytes of chunks the streams sent this connection that it has not written yet.
-    backlog: Arc<AtomicUsize>,
+    pub(super) backlog: Arc<AtomicUsize>,
 }
 
 /// Writes a frame; a failed write shows up at the next flush.
@@ -95,17 +109,25 @@ pub(super) fn code_of(e: &CoreError) -> u16 {
 }
 
 impl Session {
-    pub(super) fn new(broker: Arc<Broker>, peer: SocketAddr, events: EventSink) -> Session {
+    pub(super) fn new(
+        broker: Arc<Broker>,
+        peer: SocketAddr,
+        local: SocketAddr,
+        events: EventSink,
+    ) -> Session {
         Session {
             id: broker.next_id(),
             broker,
             peer,
+            local,
             phase: Phase::Unauthenticated,
             mechanism: None,
             user: None,
             vhost: None,
             frame_max: DEFAULT_FRAME_MAX,
             heartbeat: DEFAULT_HEARTBEAT,
+            client_properties: Vec::new(),
+            registration: None,
             publishers: HashMap::new(),
             subscriptions: HashMap::new(),
             updates: HashMap::new(),
@@ -134,62 +156,38 @@ impl Session {
         self.phase == Phase::Open
     }
 
-    /// Whether subscription `id` is current (chunks for one that ended are dropped).
-    pub(super) fn subscribed(&self, id: u8) -> bool {
-        self.subscriptions.contains_key(&id)
+    /// Its registry entry, once open (a management close wakes its `kill`).
+    pub(super) fn info(&self) -> Option<Arc<ConnectionInfo>> {
+        self.registration.as_ref().map(|r| r.info.clone())
     }
 
-    /// A chunk of `bytes` was written: when that brings the backlog back under its bound, the
-    /// streams are asked to go on (a credit of 0 wakes a stream's deliveries).
-    pub(super) async fn chunk_written(&self, bytes: usize) {
-        let before = self.backlog.fetch_sub(bytes, Ordering::AcqRel);
-        if before >= MAX_BACKLOG && before - bytes < MAX_BACKLOG {
-            for (id, q) in &self.subscriptions {
-                let cmd = StreamCmd::Credit {
-                    connection: self.id,
-                    id: *id,
-                    credit: 0,
-                };
-                q.stream_request(cmd).await;
-            }
-        }
-    }
-
-    /// The frame telling the client subscription `id` is now (or no longer) the active
-    /// member of its group; its answer is awaited under a correlation id of the server's.
-    pub(super) fn consumer_update(&mut self, id: u8, active: bool) -> Bytes {
-        self.next_corr = self.next_corr.wrapping_add(1);
-        self.updates.insert(self.next_corr, id);
-        Frame::command(key::CONSUMER_UPDATE, 1)
-            .u32(self.next_corr)
-            .u8(id)
-            .u8(u8::from(active))
-            .finish()
-    }
-
-    /// The client answered a `ConsumerUpdate`: its subscription's stream hears the offset.
-    async fn consumer_update_response(&mut self, corr: u32, c: u16, offset: Option<OffsetSpec>) {
-        let Some(id) = self.updates.remove(&corr) else {
-            tracing::debug!(peer = %self.peer, corr, "consumer update response to nothing");
-            return;
-        };
-        if c != code::OK {
-            tracing::info!(peer = %self.peer, code = c, "unexpected consumer update response code");
-        }
-        if let Some(q) = self.subscriptions.get(&id) {
-            let cmd = StreamCmd::ConsumerUpdated {
-                connection: self.id,
-                id,
-                offset,
-            };
-            q.stream_request(cmd).await;
-        }
+    /// Counts an answer's response code in the node's stream error counters.
+    pub(super) fn counted(&self, c: u16) -> u16 {
+        self.broker.connections.stream.answered(c)
     }
 
     /// Forgets the publishers and subscriptions of a deleted stream.
     pub(super) fn stream_deleted(&mut self, stream: &str) {
-        self.subscriptions.retain(|_, q| q.name != stream);
-        self.publishers.retain(|_, p| p.queue.name != stream);
+        let subscriptions: Vec<u8> = self
+            .subscriptions
+            .iter()
+            .filter(|(_, s)| s.queue.name == stream)
+            .map(|(id, _)| *id)
+            .collect();
+        for id in subscriptions {
+            self.subscriptions.remove(&id);
+            self.unlist_consumer(id);
+        }
+        let publishers: Vec<u8> = self
+            .publishers
+            .iter()
+            .filter(|(_, p)| p.queue.name == stream)
+            .map(|(id, _)| *id)
+            .collect();
+        for id in publishers {
+            self.publishers.remove(&id);
+            self.unlist_publisher(id);
+        }
     }
 
     /// Sends the server's close.
@@ -199,6 +197,7 @@ impl Session {
         c: u16,
         reason: &str,
     ) -> Next {
+        let c = self.counted(c);
         let f = Frame::command(key::CLOSE, 1).u32(0).u16(c).string(reason);
         send(wr, f.finish()).await;
         Next::Close
@@ -206,7 +205,7 @@ impl Session {
 
     /// The connection ended: its subscriptions go.
     pub(super) async fn closed(&mut self) {
-        let queues: Vec<QueueRef> = self.subscriptions.drain().map(|(_, q)| q).collect();
+        let queues: Vec<QueueRef> = self.subscriptions.drain().map(|(_, s)| s.queue).collect();
         for q in queues {
             q.stream_request(StreamCmd::Forget {
                 connection: self.id,
@@ -231,7 +230,8 @@ impl Session {
                 send(wr, reply(key::CLOSE, corr, code::OK)).await;
                 Next::Close
             }
-            (Phase::Unauthenticated, Request::PeerProperties { corr, .. }) => {
+            (Phase::Unauthenticated, Request::PeerProperties { corr, properties }) => {
+                self.client_properties = properties;
                 self.peer_properties(corr, wr).await
             }
             (Phase::Unauthenticated, Request::SaslHandshake { corr }) => {
@@ -284,13 +284,12 @@ impl Session {
                 stream,
             } => {
                 let c = self.declare_publisher(id, reference, &stream);
+                let c = self.counted(c);
                 send(wr, reply(key::DECLARE_PUBLISHER, corr, c)).await;
             }
             Request::DeletePublisher { corr, id } => {
-                let c = match self.publishers.remove(&id) {
-                    Some(_) => code::OK,
-                    None => code::PUBLISHER_DOES_NOT_EXIST,
-                };
+                let c = self.delete_publisher(id);
+                let c = self.counted(c);
                 send(wr, reply(key::DELETE_PUBLISHER, corr, c)).await;
             }
             Request::QueryPublisherSequence {
@@ -298,24 +297,8 @@ impl Session {
                 reference,
                 stream,
             } => {
-                let (c, seq) = match self.stream_for(&stream, Access::Read) {
-                    Err(c) => (c, 0),
-                    Ok(q) => {
-                        let (tx, rx) = oneshot::channel();
-                        let cmd = StreamCmd::QuerySequence {
-                            reference,
-                            reply: tx,
-                        };
-                        match q.stream_request(cmd).await {
-                            true => rx
-                                .await
-                                .map_or((code::STREAM_NOT_AVAILABLE, 0), |s| (code::OK, s)),
-                            false => (code::STREAM_NOT_AVAILABLE, 0),
-                        }
-                    }
-                };
-                let f = Frame::response(key::QUERY_PUBLISHER_SEQUENCE, 1, corr, c).u64(seq);
-                send(wr, f.finish()).await;
+                self.query_publisher_sequence(corr, reference, &stream, wr)
+                    .await
             }
             Request::Subscribe {
                 corr,
@@ -326,23 +309,14 @@ impl Session {
                 properties,
             } => {
                 let c = self
-                    .subscribe(id, &stream, offset, credit, &properties)
+                    .subscribe(id, &stream, offset, credit, properties)
                     .await;
+                let c = self.counted(c);
                 send(wr, reply(key::SUBSCRIBE, corr, c)).await;
             }
             Request::Unsubscribe { corr, id } => {
-                self.updates.retain(|_, sub| *sub != id);
-                let c = match self.subscriptions.remove(&id) {
-                    Some(q) => {
-                        let cmd = StreamCmd::Unsubscribe {
-                            connection: self.id,
-                            id,
-                        };
-                        q.stream_request(cmd).await;
-                        code::OK
-                    }
-                    None => code::SUBSCRIPTION_ID_DOES_NOT_EXIST,
-                };
+                let c = self.unsubscribe(id).await;
+                let c = self.counted(c);
                 send(wr, reply(key::UNSUBSCRIBE, corr, c)).await;
             }
             Request::StoreOffset {
@@ -384,6 +358,7 @@ impl Session {
                         }
                     }
                 };
+                let c = self.counted(c);
                 let f = Frame::response(key::QUERY_OFFSET, 1, corr, c).u64(offset);
                 send(wr, f.finish()).await;
             }
@@ -393,10 +368,12 @@ impl Session {
                 arguments,
             } => {
                 let c = self.create(&stream, &arguments).await;
+                let c = self.counted(c);
                 send(wr, reply(key::CREATE, corr, c)).await;
             }
             Request::Delete { corr, stream } => {
                 let c = self.delete(&stream).await;
+                let c = self.counted(c);
                 send(wr, reply(key::DELETE, corr, c)).await;
             }
             Request::Metadata { corr, streams } => {
@@ -452,7 +429,7 @@ impl Session {
 
     /// The stream `name` of the open vhost, if the user has `access` to it and it is a stream
     /// served on this node; else the code to answer with.
-    fn stream_for(&self, name: &str, access: Access) -> Result<QueueRef, u16> {
+    pub(super) fn stream_for(&self, name: &str, access: Access) -> Result<QueueRef, u16> {
         let v = self.vhost.as_ref().ok_or(code::INTERNAL_ERROR)?;
         let user = self.user.as_deref().unwrap_or_default();
         let allowed = self
@@ -468,135 +445,6 @@ impl Session {
             Ok(q) if q.args.stream => Err(code::STREAM_NOT_AVAILABLE),
             _ => Err(code::STREAM_DOES_NOT_EXIST),
         }
-    }
-
-    fn declare_publisher(&mut self, id: u8, reference: Option<String>, stream: &str) -> u16 {
-        if self.publishers.contains_key(&id) {
-            return code::PRECONDITION_FAILED;
-        }
-        match self.stream_for(stream, Access::Write) {
-            Ok(queue) => {
-                let reference = reference.map(|r| Arc::from(r.as_str()));
-                self.publishers.insert(id, Publisher { queue, reference });
-                code::OK
-            }
-            Err(c) => c,
-        }
-    }
-
-    async fn publish<W: AsyncWrite + Unpin>(
-        &mut self,
-        publisher: u8,
-        messages: Vec<Published>,
-        wr: &mut W,
-    ) -> Next {
-        let Some(p) = self.publishers.get(&publisher) else {
-            let ids: Vec<u64> = messages.iter().map(|m| m.id).collect();
-            send(
-                wr,
-                publish_error(publisher, &ids, code::PUBLISHER_DOES_NOT_EXIST),
-            )
-            .await;
-            return Next::Continue;
-        };
-        let ids: Vec<u64> = messages.iter().map(|m| m.id).collect();
-        let cmd = StreamCmd::Append {
-            publisher,
-            reference: p.reference.clone(),
-            messages: messages
-                .into_iter()
-                .map(|m| (m.id, m.message, m.filter))
-                .collect(),
-            events: self.events.clone(),
-        };
-        if !p.queue.stream_request(cmd).await {
-            send(
-                wr,
-                publish_error(publisher, &ids, code::STREAM_NOT_AVAILABLE),
-            )
-            .await;
-        }
-        Next::Continue
-    }
-
-    async fn subscribe(
-        &mut self,
-        id: u8,
-        stream: &str,
-        offset: OffsetSpec,
-        credit: u16,
-        properties: &[(String, String)],
-    ) -> u16 {
-        if self.subscriptions.contains_key(&id) {
-            return code::SUBSCRIPTION_ID_ALREADY_EXISTS;
-        }
-        let q = match self.stream_for(stream, Access::Read) {
-            Ok(q) => q,
-            Err(c) => return c,
-        };
-        let property = |k: &str| {
-            properties
-                .iter()
-                .find(|(name, _)| name == k)
-                .map(|(_, v)| v.as_str())
-        };
-        let single_active = match (property("single-active-consumer"), property("name")) {
-            (Some("true"), None) => {
-                tracing::warn!(peer = %self.peer, id, "a single active consumer must have a name");
-                return code::PRECONDITION_FAILED;
-            }
-            (Some("true"), Some(name)) => Some(SingleActive {
-                name: Arc::from(name),
-                partition: property("super-stream").and_then(|s| self.partition_index(s, stream)),
-            }),
-            _ => None,
-        };
-        // `filter.<anything>` properties, as RabbitMQ reads them; none, no filter.
-        let values: Vec<Vec<u8>> = properties
-            .iter()
-            .filter(|(k, _)| k.starts_with("filter."))
-            .map(|(_, v)| v.as_bytes().to_vec())
-            .collect();
-        let filter = (!values.is_empty()).then(|| BloomMatcher {
-            values,
-            match_unfiltered: property("match-unfiltered") == Some("true"),
-        });
-        let cmd = StreamCmd::Subscribe {
-            connection: self.id,
-            id,
-            start: offset,
-            credit,
-            single_active,
-            filter,
-            events: self.events.clone(),
-            backlog: self.backlog.clone(),
-        };
-        if !q.stream_request(cmd).await {
-            return code::STREAM_NOT_AVAILABLE;
-        }
-        self.subscriptions.insert(id, q);
-        code::OK
-    }
-
-    async fn credit<W: AsyncWrite + Unpin>(&mut self, id: u8, credit: u16, wr: &mut W) -> Next {
-        match self.subscriptions.get(&id) {
-            Some(q) => {
-                let cmd = StreamCmd::Credit {
-                    connection: self.id,
-                    id,
-                    credit,
-                };
-                q.stream_request(cmd).await;
-            }
-            None => {
-                // The only answer credit ever gets: its key, version, code, subscription.
-                let f = Frame::command(key::CREDIT | key::RESPONSE, 1)
-                    .u16(code::SUBSCRIPTION_ID_DOES_NOT_EXIST)
-                    .u8(id);
-                send(wr, f.finish()).await;
-            }
-        }
-        Next::Continue
     }
 
     pub(super) async fn create(&mut self, stream: &str, arguments: &[(String, String)]) -> u16 {
@@ -713,14 +561,22 @@ impl Session {
             true => rx.await.ok(),
             false => None,
         };
-        let Some((first, committed)) = answer else {
+        let Some(LogStats {
+            first,
+            committed_chunk,
+            ..
+        }) = answer
+        else {
             return Frame::response(key::STREAM_STATS, 1, corr, code::STREAM_NOT_AVAILABLE)
                 .u32(0)
                 .finish();
         };
         let stats = [
             ("first_chunk_id", first as i64),
-            ("committed_chunk_id", committed.map_or(-1, |c| c as i64)),
+            (
+                "committed_chunk_id",
+                committed_chunk.map_or(-1, |c| c as i64),
+            ),
         ];
         let mut f = Frame::response(key::STREAM_STATS, 1, corr, code::OK).u32(stats.len() as u32);
         for (k, v) in stats {

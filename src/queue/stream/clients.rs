@@ -106,10 +106,19 @@ pub enum StreamCmd {
         spec: OffsetSpec,
         reply: oneshot::Sender<Option<u64>>,
     },
-    /// The first offset kept and the first offset of the last committed chunk.
-    Stats {
-        reply: oneshot::Sender<(u64, Option<u64>)>,
-    },
+    /// Where the log stands.
+    Stats { reply: oneshot::Sender<LogStats> },
+}
+
+/// Where a stream's log stands, as `StreamStats` and the management API report it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LogStats {
+    /// The first offset kept.
+    pub first: u64,
+    /// The first offset of the last committed chunk (None: nothing written).
+    pub committed_chunk: Option<u64>,
+    /// The offset the next message written gets.
+    pub next: u64,
 }
 
 /// Publishing ids waiting for a write to be synced.
@@ -270,7 +279,11 @@ impl StreamQueue {
                 self.attach_readers();
             }
             StreamCmd::Stats { reply } => {
-                let _ = reply.send((self.first, self.facts.committed_chunk));
+                let _ = reply.send(LogStats {
+                    first: self.first,
+                    committed_chunk: self.facts.committed_chunk,
+                    next: self.committed,
+                });
             }
         }
     }

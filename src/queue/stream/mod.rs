@@ -14,7 +14,7 @@ mod clients;
 mod consumers;
 mod single_active;
 
-pub use clients::{EventSink, StreamCmd, StreamEvent, MAX_BACKLOG};
+pub use clients::{EventSink, LogStats, StreamCmd, StreamEvent, MAX_BACKLOG};
 pub use consumers::{consume_filter, consume_offset};
 pub use single_active::SingleActive;
 
