@@ -79,6 +79,12 @@ pub struct Config {
     /// The port the stream protocol's metadata names for this node (RabbitMQ's
     /// `stream.advertised_port`); by default the stream listener's.
     pub stream_advertised_port: Option<u16>,
+    /// RabbitMQ's stream protocol over TLS (the plugin's `stream.listeners.ssl`, port 5551);
+    /// needs `tls_cert` and `tls_key`. EXTERNAL is offered as on `amqps_listen`.
+    pub stream_tls_listen: Option<SocketAddr>,
+    /// The port the stream protocol's metadata names to TLS clients (RabbitMQ's
+    /// `stream.advertised_tls_port`); by default the TLS stream listener's.
+    pub stream_advertised_tls_port: Option<u16>,
     /// HTTPS listener for the management API (RabbitMQ's port is 15671).
     pub https_listen: Option<SocketAddr>,
     /// Prometheus metrics listener (RabbitMQ's port is 15692).
@@ -209,6 +215,8 @@ impl Default for Config {
             stream_listen: None,
             stream_advertised_host: None,
             stream_advertised_port: None,
+            stream_tls_listen: None,
+            stream_advertised_tls_port: None,
             https_listen: None,
             metrics_listen: SocketAddr::from(([0, 0, 0, 0], 15692)),
             metrics_https_listen: None,
@@ -349,11 +357,12 @@ impl Config {
         }
         if (self.amqps_listen.is_some()
             || self.https_listen.is_some()
-            || self.metrics_https_listen.is_some())
+            || self.metrics_https_listen.is_some()
+            || self.stream_tls_listen.is_some())
             && (self.tls_cert.is_none() || self.tls_key.is_none())
         {
             return Err(ConfigError::Invalid(
-                "amqps_listen, https_listen and metrics_https_listen need tls_cert and tls_key"
+                "amqps_listen, https_listen, metrics_https_listen and stream_tls_listen need tls_cert and tls_key"
                     .into(),
             ));
         }

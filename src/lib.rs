@@ -65,6 +65,8 @@ pub struct Server {
     pub https_addr: Option<SocketAddr>,
     /// Address of the stream protocol listener, when enabled.
     pub stream_addr: Option<SocketAddr>,
+    /// The stream protocol's TLS listener, when configured.
+    pub stream_tls_addr: Option<SocketAddr>,
     /// Address of the Prometheus metrics listener.
     pub metrics_addr: SocketAddr,
     /// Address of the metrics' HTTPS listener, when enabled.
@@ -268,12 +270,29 @@ impl Server {
         if let Some(addr) = cfg.stream_listen {
             let l = listen("stream protocol", addr).await?;
             stream_addr = Some(l.local_addr()?);
-            tasks.push(tokio::spawn(stream::serve(l, broker.clone(), rx.clone())));
+            tasks.push(tokio::spawn(stream::serve(
+                l,
+                broker.clone(),
+                rx.clone(),
+                None,
+            )));
         }
+        let mut stream_tls_addr = None;
         let mut amqps_addr = None;
         let mut https_addr = None;
         let mut metrics_https_addr = None;
         if let Some(acceptor) = acceptor {
+            if let Some(addr) = cfg.stream_tls_listen {
+                let l = listen("stream protocol over TLS", addr).await?;
+                stream_tls_addr = Some(l.local_addr()?);
+                let a = Some(acceptor.clone());
+                tasks.push(tokio::spawn(stream::serve(
+                    l,
+                    broker.clone(),
+                    rx.clone(),
+                    a,
+                )));
+            }
             if let Some(addr) = cfg.amqps_listen {
                 let l = listen("AMQP over TLS", addr).await?;
                 amqps_addr = Some(l.local_addr()?);
@@ -308,6 +327,7 @@ impl Server {
             ("https", https_addr),
             ("https/prometheus", metrics_https_addr),
             ("stream", stream_addr),
+            ("stream/ssl", stream_tls_addr),
         ];
         let _ = broker.listeners.set(
             bound
@@ -338,6 +358,7 @@ impl Server {
             amqps_addr,
             https_addr,
             stream_addr,
+            stream_tls_addr,
             metrics_addr,
             metrics_https_addr,
             broker,

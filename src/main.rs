@@ -29,6 +29,9 @@ struct Cli {
     /// RabbitMQ's stream protocol listener address (its port is 5552; off unless set).
     #[arg(long)]
     stream_listen: Option<SocketAddr>,
+    /// The stream protocol over TLS (its port is 5551; needs --tls-cert and --tls-key).
+    #[arg(long)]
+    stream_tls_listen: Option<SocketAddr>,
     /// Data directory of the embedded store.
     #[arg(long, global = true)]
     data_dir: Option<PathBuf>,
@@ -105,6 +108,9 @@ fn load(cli: &Cli, file: Option<&PathBuf>) -> Result<Config, warren::config::Con
     }
     if cli.stream_listen.is_some() {
         config.stream_listen = cli.stream_listen;
+    }
+    if cli.stream_tls_listen.is_some() {
+        config.stream_tls_listen = cli.stream_tls_listen;
     }
     for (flag, key) in [
         (&cli.tls_cert, &mut config.tls_cert),

@@ -1,4 +1,4 @@
-//! TLS for the `amqps` and HTTPS listeners, with rustls. One server configuration is built at
+//! TLS for the `amqps`, stream protocol and HTTPS listeners, with rustls. One server configuration is built at
 //! start from the PEM files named in the config; with a CA file, client certificates are
 //! verified against it (required when `tls_fail_if_no_peer_cert` is set, as RabbitMQ's
 //! `fail_if_no_peer_cert`). The verified client certificate names the user for the EXTERNAL
@@ -172,6 +172,46 @@ pub fn cert_user_name(der: &[u8], from: CertLoginFrom) -> Option<String> {
             .map(str::to_owned),
         CertLoginFrom::DistinguishedName => Some(distinguished_name(subject)),
     }
+}
+
+/// A client connection whose TLS handshake finished.
+pub struct Accepted {
+    /// The encrypted stream.
+    pub stream: tokio_rustls::server::TlsStream<tokio::net::TcpStream>,
+    /// What it negotiated.
+    pub info: Arc<TlsInfo>,
+    /// The user its verified certificate names (for EXTERNAL), if it sent one.
+    pub cert_user: Option<String>,
+}
+
+/// Runs the server side of the TLS handshake on `socket` until `deadline`; None (logged)
+/// when it fails or times out.
+pub async fn accept(
+    acceptor: &TlsAcceptor,
+    socket: tokio::net::TcpStream,
+    peer: std::net::SocketAddr,
+    deadline: tokio::time::Instant,
+    from: CertLoginFrom,
+) -> Option<Accepted> {
+    let stream = match tokio::time::timeout_at(deadline, acceptor.accept(socket)).await {
+        Ok(Ok(stream)) => stream,
+        Ok(Err(e)) => {
+            tracing::warn!(%peer, error = %e, "TLS handshake failed");
+            return None;
+        }
+        Err(_) => return None,
+    };
+    let session = stream.get_ref().1;
+    let cert_user = session
+        .peer_certificates()
+        .and_then(|chain| chain.first())
+        .and_then(|cert| cert_user_name(cert, from));
+    let info = Arc::new(session_info(session));
+    Some(Accepted {
+        stream,
+        info,
+        cert_user,
+    })
 }
 
 /// What a finished server handshake negotiated, in RabbitMQ's terms (for the management API).

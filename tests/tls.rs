@@ -4,89 +4,17 @@
 
 mod common;
 
+use common::pki::{pki, Pem, Pki};
 use common::*;
 use lapin::options::*;
 use lapin::tcp::{OwnedIdentity, OwnedTLSConfig};
 use lapin::types::FieldTable;
 use lapin::BasicProperties;
-use rcgen::{
-    BasicConstraints, CertificateParams, DnType, ExtendedKeyUsagePurpose, IsCa, Issuer, KeyPair,
-};
 use std::path::PathBuf;
 use std::sync::Arc;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio_rustls::rustls::pki_types::pem::PemObject;
 use warren::config::CertLoginFrom;
-
-/// A PEM certificate and its key.
-struct Pem {
-    cert: String,
-    key: String,
-}
-
-/// A test PKI: a CA, a server certificate for localhost, a client certificate from the CA and
-/// one from a CA the broker does not trust.
-struct Pki {
-    ca: String,
-    server: Pem,
-    client: Pem,
-    rogue_client: Pem,
-}
-
-fn ca(name: &str) -> (String, Issuer<'static, KeyPair>) {
-    let mut params = CertificateParams::new(Vec::<String>::new()).expect("params");
-    params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
-    params.distinguished_name.push(DnType::CommonName, name);
-    let key = KeyPair::generate().expect("key");
-    let cert = params.self_signed(&key).expect("ca");
-    (cert.pem(), Issuer::new(params, key))
-}
-
-fn leaf(
-    issuer: &Issuer<'static, KeyPair>,
-    sans: &[&str],
-    dn: &[(DnType, &str)],
-    usage: ExtendedKeyUsagePurpose,
-) -> Pem {
-    let sans: Vec<String> = sans.iter().map(|s| (*s).to_owned()).collect();
-    let mut params = CertificateParams::new(sans).expect("params");
-    params.distinguished_name = rcgen::DistinguishedName::new();
-    for (k, v) in dn {
-        params.distinguished_name.push(k.clone(), *v);
-    }
-    params.extended_key_usages = vec![usage];
-    let key = KeyPair::generate().expect("key");
-    let cert = params.signed_by(&key, issuer).expect("sign");
-    Pem {
-        cert: cert.pem(),
-        key: key.serialize_pem(),
-    }
-}
-
-fn pki() -> Pki {
-    let (ca_pem, issuer) = ca("Warren test CA");
-    let (_, rogue) = ca("Somebody else's CA");
-    let client_dn = [
-        (DnType::OrganizationName, "Warren Tests"),
-        (DnType::CommonName, "app-user"),
-    ];
-    Pki {
-        ca: ca_pem,
-        server: leaf(
-            &issuer,
-            &["localhost", "127.0.0.1"],
-            &[(DnType::CommonName, "localhost")],
-            ExtendedKeyUsagePurpose::ServerAuth,
-        ),
-        client: leaf(
-            &issuer,
-            &[],
-            &client_dn,
-            ExtendedKeyUsagePurpose::ClientAuth,
-        ),
-        rogue_client: leaf(&rogue, &[], &client_dn, ExtendedKeyUsagePurpose::ClientAuth),
-    }
-}
 
 /// The distinguished name of the client certificate, as RabbitMQ prints it.
 const CLIENT_DN: &str = "CN=app-user,O=Warren Tests";

@@ -109,20 +109,11 @@ async fn handle_tls(
     broker: Arc<Broker>,
     shutdown: watch::Receiver<bool>,
 ) {
-    let stream = match tokio::time::timeout_at(deadline, acceptor.accept(socket)).await {
-        Ok(Ok(stream)) => stream,
-        Ok(Err(e)) => {
-            tracing::warn!(peer = %addr, error = %e, "TLS handshake failed");
-            return;
-        }
-        Err(_) => return,
+    let from = broker.config.ssl_cert_login_from;
+    let Some(accepted) = crate::tls::accept(&acceptor, socket, addr, deadline, from).await else {
+        return;
     };
-    let session = stream.get_ref().1;
-    let cert_user = session
-        .peer_certificates()
-        .and_then(|chain| chain.first())
-        .and_then(|cert| crate::tls::cert_user_name(cert, broker.config.ssl_cert_login_from));
-    let tls = Some(Arc::new(crate::tls::session_info(session)));
+    let (stream, tls, cert_user) = (accepted.stream, Some(accepted.info), accepted.cert_user);
     let (rd, wr) = tokio::io::split(stream);
     let peer = Peer {
         addr,

@@ -8,41 +8,40 @@
 use super::frame::{code, key, publish_error, Frame, Malformed};
 use super::request::Request;
 use super::session::{Next, Session};
+use super::Transport;
 use crate::broker::Broker;
 use crate::connections::ConnectionInfo;
 use crate::queue::stream::StreamEvent;
 use bytes::{Buf, Bytes, BytesMut};
-use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
-use tokio::io::{AsyncReadExt, AsyncWriteExt, BufWriter};
-use tokio::net::tcp::OwnedWriteHalf;
-use tokio::net::TcpStream;
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, BufWriter};
 use tokio::sync::{mpsc, watch};
 use tokio::time::Instant;
 
 /// Events written per wake-up before the socket is read again.
 const EVENTS_PER_TURN: usize = 256;
 
-/// Runs one connection from its first frame to its end.
-pub async fn run(
-    socket: TcpStream,
-    peer: SocketAddr,
+/// Runs one connection, over TCP (`rd` and `wr` its halves) or TLS, from its first frame to
+/// its end; the handshake must be done by `deadline`.
+pub async fn run<R, W>(
+    mut rd: R,
+    wr: W,
+    transport: Transport,
+    deadline: Instant,
     broker: Arc<Broker>,
     mut shutdown: watch::Receiver<bool>,
-) {
-    let _ = socket.set_nodelay(true);
-    let Ok(local) = socket.local_addr() else {
-        return;
-    };
-    let (mut rd, wr) = socket.into_split();
+) where
+    R: AsyncRead + Unpin,
+    W: AsyncWrite + Unpin,
+{
+    let peer = transport.peer;
     let mut wr = BufWriter::with_capacity(64 * 1024, wr);
     let (events, mut inbox) = mpsc::unbounded_channel();
-    let mut s = Session::new(broker.clone(), peer, local, events);
+    let mut s = Session::new(broker.clone(), transport, events);
     // Its registry entry once open: a close through the management API wakes its `kill`.
     let mut info: Option<Arc<ConnectionInfo>> = None;
     let mut buf = BytesMut::with_capacity(64 * 1024);
-    let handshake_deadline = Instant::now() + Duration::from_secs(broker.config.handshake_timeout);
     let mut last_read = Instant::now();
     let mut last_write = Instant::now();
     let mut ticker = tokio::time::interval(Duration::from_secs(1));
@@ -98,7 +97,7 @@ pub async fn run(
             }
             _ = ticker.tick() => {
                 let now = Instant::now();
-                if !s.opened() && now > handshake_deadline {
+                if !s.opened() && now > deadline {
                     break;
                 }
                 let hb = u64::from(s.heartbeat());
@@ -153,9 +152,9 @@ fn next_frame(buf: &mut BytesMut, frame_max: u32) -> Result<Option<Bytes>, TooLa
 }
 
 /// Writes what a stream's task sent.
-async fn write_event(
+async fn write_event<W: AsyncWrite + Unpin>(
     s: &mut Session,
-    wr: &mut BufWriter<OwnedWriteHalf>,
+    wr: &mut BufWriter<W>,
     ev: StreamEvent,
 ) -> std::io::Result<()> {
     match ev {

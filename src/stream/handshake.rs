@@ -1,6 +1,7 @@
 //! The stream protocol's handshake, as RabbitMQ's stream plugin runs it: peer properties
 //! (the server's product and version), SASL (the configured PLAIN and AMQPLAIN, users and
-//! passwords as over AMQP, loopback-only users refused), then the server's tune, the client's
+//! passwords as over AMQP; EXTERNAL over TLS with a verified client certificate, which names
+//! the user; loopback-only users refused), then the server's tune, the client's
 //! tune (the lower of each value, 0 meaning none), and open (a vhost the user may use; the
 //! answer carries the advertised host and port).
 
@@ -41,15 +42,44 @@ impl Session {
         Next::Continue
     }
 
-    /// The mechanisms offered: the configured ones this listener can check.
+    /// The mechanisms offered: the configured ones this connection can use (EXTERNAL only to
+    /// a TLS client that presented a verified certificate, as RabbitMQ offers it).
     fn mechanisms(&self) -> Vec<&str> {
         self.broker
             .config
             .auth_mechanisms
             .iter()
             .map(String::as_str)
-            .filter(|m| matches!(*m, "PLAIN" | "AMQPLAIN"))
+            .filter(|m| match *m {
+                "PLAIN" | "AMQPLAIN" => true,
+                "EXTERNAL" => self.cert_user.is_some(),
+                _ => false,
+            })
             .collect()
+    }
+
+    /// The user a SASL response logs in as, if its credentials hold: EXTERNAL's is the one
+    /// the verified certificate names (the response is not read), else the name and password.
+    async fn login(&self, mechanism: &str, response: &[u8]) -> (Option<String>, String) {
+        let known = |b: &Broker, name: &str| b.user(name).is_some();
+        if mechanism == "EXTERNAL" {
+            let name = self.cert_user.clone().unwrap_or_default();
+            let mut ok = known(&self.broker, &name);
+            if !ok && !name.is_empty() && self.broker.catch_up().await {
+                ok = known(&self.broker, &name);
+            }
+            return (ok.then(|| name.clone()), name);
+        }
+        let login = crate::amqp::sasl::parse_response(mechanism, response);
+        let ok = |b: &Broker, name: &str, pass: &str| {
+            b.user(name).is_some_and(|u| u.password_matches(pass))
+        };
+        let mut accepted = login.as_ref().is_some_and(|(n, p)| ok(&self.broker, n, p));
+        if !accepted && login.is_some() && self.broker.catch_up().await {
+            accepted = login.as_ref().is_some_and(|(n, p)| ok(&self.broker, n, p));
+        }
+        let name = login.map(|(n, _)| n).unwrap_or_default();
+        (accepted.then(|| name.clone()), name)
     }
 
     pub(super) async fn sasl_handshake<W: AsyncWrite + Unpin>(
@@ -80,16 +110,8 @@ impl Session {
             send(wr, f.finish()).await;
             return Next::Close;
         }
-        let login = crate::amqp::sasl::parse_response(&mechanism, &response);
-        let ok = |b: &Broker, name: &str, pass: &str| {
-            b.user(name).is_some_and(|u| u.password_matches(pass))
-        };
-        let mut accepted = login.as_ref().is_some_and(|(n, p)| ok(&self.broker, n, p));
-        if !accepted && login.is_some() && self.broker.catch_up().await {
-            accepted = login.as_ref().is_some_and(|(n, p)| ok(&self.broker, n, p));
-        }
-        let name = login.map(|(n, _)| n).unwrap_or_default();
-        let c = if !accepted {
+        let (accepted, name) = self.login(&mechanism, &response).await;
+        let c = if accepted.is_none() {
             code::AUTHENTICATION_FAILURE
         } else if !crate::auth::may_log_in_from(
             &self.broker.config.loopback_users,
@@ -150,7 +172,7 @@ impl Session {
             vhost: v.name.clone(),
             peer: self.peer,
             local: self.local,
-            tls: None,
+            tls: self.tls.clone(),
             client_name: self
                 .client_properties
                 .iter()
@@ -194,7 +216,7 @@ impl Session {
         self.registration = Some(registration);
         self.vhost = Some(v);
         self.phase = Phase::Open;
-        let (host, port) = super::advertised(&self.broker);
+        let (host, port) = super::advertised(&self.broker, self.tls.is_some());
         let port = port.to_string();
         let props = [
             ("advertised_host", host.as_str()),

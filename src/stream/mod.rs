@@ -16,17 +16,35 @@ mod subscriptions;
 mod super_stream;
 
 use crate::broker::Broker;
+use crate::connections::TlsInfo;
+use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
-use tokio::net::TcpListener;
+use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::watch;
 use tokio::task::JoinSet;
+use tokio::time::Instant;
+use tokio_rustls::TlsAcceptor;
 
-/// Accepts stream protocol connections on `listener` until `shutdown`.
+/// What the listener knows of a client's transport.
+pub struct Transport {
+    /// The client's address.
+    pub peer: SocketAddr,
+    /// The broker's end of the connection.
+    pub local: SocketAddr,
+    /// What TLS negotiated, when it came over TLS.
+    pub tls: Option<Arc<TlsInfo>>,
+    /// The user its verified TLS certificate names (for EXTERNAL).
+    pub cert_user: Option<String>,
+}
+
+/// Accepts stream protocol connections on `listener` until `shutdown`: plain TCP, or TLS
+/// with `acceptor` (RabbitMQ's `stream/ssl` listener, port 5551).
 pub async fn serve(
     listener: TcpListener,
     broker: Arc<Broker>,
     mut shutdown: watch::Receiver<bool>,
+    acceptor: Option<TlsAcceptor>,
 ) {
     let mut conns = JoinSet::new();
     loop {
@@ -36,7 +54,8 @@ pub async fn serve(
                 Ok((socket, _)) if !broker.app_running() => drop(socket),
                 Ok((socket, addr)) => {
                     tracing::info!("accepting stream connection {addr}");
-                    conns.spawn(connection::run(socket, addr, broker.clone(), shutdown.clone()));
+                    let (b, rx) = (broker.clone(), shutdown.clone());
+                    conns.spawn(connection_on(socket, addr, acceptor.clone(), b, rx));
                 }
                 Err(e) => {
                     tracing::warn!(error = %e, "stream accept failed");
@@ -53,18 +72,58 @@ pub async fn serve(
     .await;
 }
 
-/// The host and port the stream protocol's metadata and open name for this node.
-pub fn advertised(broker: &Broker) -> (String, u16) {
+/// Runs one accepted connection: over TCP, or over TLS once its handshake is done.
+async fn connection_on(
+    socket: TcpStream,
+    peer: SocketAddr,
+    acceptor: Option<TlsAcceptor>,
+    broker: Arc<Broker>,
+    shutdown: watch::Receiver<bool>,
+) {
+    let _ = socket.set_nodelay(true);
+    let Ok(local) = socket.local_addr() else {
+        return;
+    };
+    let deadline = Instant::now() + Duration::from_secs(broker.config.handshake_timeout);
+    let mut transport = Transport {
+        peer,
+        local,
+        tls: None,
+        cert_user: None,
+    };
+    match acceptor {
+        None => {
+            let (rd, wr) = socket.into_split();
+            connection::run(rd, wr, transport, deadline, broker, shutdown).await
+        }
+        Some(a) => {
+            let from = broker.config.ssl_cert_login_from;
+            let Some(accepted) = crate::tls::accept(&a, socket, peer, deadline, from).await else {
+                return;
+            };
+            transport.tls = Some(accepted.info);
+            transport.cert_user = accepted.cert_user;
+            let (rd, wr) = tokio::io::split(accepted.stream);
+            connection::run(rd, wr, transport, deadline, broker, shutdown).await
+        }
+    }
+}
+
+/// The host and port the stream protocol's metadata and open name for this node, to a
+/// client over TLS (`tls`) or not: RabbitMQ's `advertised_host`, and `advertised_port` or
+/// `advertised_tls_port`, by default the listener's.
+pub fn advertised(broker: &Broker, tls: bool) -> (String, u16) {
+    let (protocol, configured, default) = match tls {
+        false => ("stream", broker.config.stream_advertised_port, 5552),
+        true => ("stream/ssl", broker.config.stream_advertised_tls_port, 5551),
+    };
     let bound = broker
         .listeners()
         .iter()
-        .find(|(p, _)| *p == "stream")
+        .find(|(p, _)| *p == protocol)
         .map(|(_, a)| *a);
     let cfg = &broker.config;
-    let port = cfg
-        .stream_advertised_port
-        .or(bound.map(|a| a.port()))
-        .unwrap_or(5552);
+    let port = configured.or(bound.map(|a| a.port())).unwrap_or(default);
     let host = cfg
         .stream_advertised_host
         .clone()

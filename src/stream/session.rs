@@ -7,8 +7,9 @@
 
 use super::frame::{code, key, Frame};
 use super::request::Request;
+use super::Transport;
 use crate::broker::Broker;
-use crate::connections::{ConnectionInfo, Registration};
+use crate::connections::{ConnectionInfo, Registration, TlsInfo};
 use crate::error::CoreError;
 use crate::permissions::Access;
 use crate::queue::stream::{EventSink, LogStats, StreamCmd};
@@ -67,6 +68,10 @@ pub(super) struct Session {
     pub(super) peer: SocketAddr,
     /// The broker's address of the connection.
     pub(super) local: SocketAddr,
+    /// What TLS negotiated, when it came over TLS.
+    pub(super) tls: Option<Arc<TlsInfo>>,
+    /// The user its verified TLS certificate names (for EXTERNAL).
+    pub(super) cert_user: Option<String>,
     pub(super) id: u64,
     pub(super) phase: Phase,
     pub(super) mechanism: Option<String>,
@@ -109,17 +114,14 @@ pub(super) fn code_of(e: &CoreError) -> u16 {
 }
 
 impl Session {
-    pub(super) fn new(
-        broker: Arc<Broker>,
-        peer: SocketAddr,
-        local: SocketAddr,
-        events: EventSink,
-    ) -> Session {
+    pub(super) fn new(broker: Arc<Broker>, transport: Transport, events: EventSink) -> Session {
         Session {
             id: broker.next_id(),
             broker,
-            peer,
-            local,
+            peer: transport.peer,
+            local: transport.local,
+            tls: transport.tls,
+            cert_user: transport.cert_user,
             phase: Phase::Unauthenticated,
             mechanism: None,
             user: None,
@@ -499,7 +501,7 @@ impl Session {
     }
 
     fn metadata(&self, corr: u32, streams: &[String]) -> Bytes {
-        let (host, port) = super::advertised(&self.broker);
+        let (host, port) = super::advertised(&self.broker, self.tls.is_some());
         // A metadata response has no code of its own: brokers, then each stream's code.
         let mut f = Frame::command(key::METADATA | key::RESPONSE, 1).u32(corr);
         f = f.u32(1).u16(0).string(&host).u32(u32::from(port));

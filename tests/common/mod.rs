@@ -7,6 +7,7 @@ pub mod cluster;
 pub mod cluster_amqp;
 pub mod http;
 pub mod partition;
+pub mod pki;
 pub mod rabbitmq;
 pub mod raw;
 pub mod stream_raw;
