@@ -170,19 +170,24 @@ async fn write_event<W: AsyncWrite + Unpin>(
             subscription,
             header,
             data,
+            committed_chunk,
         } => {
             let bytes = header.len() + data.len();
             if !s.subscribed(subscription) {
                 s.chunk_written(bytes).await;
                 return Ok(());
             }
-            let len = (2 + 2 + 1 + header.len() + data.len()) as u32;
-            let mut head = [0u8; 9];
+            // Key, version, subscription (and in version 2 the committed chunk id).
+            let v2 = s.deliver_version >= 2;
+            let head_len = if v2 { 13 } else { 5 };
+            let len = (head_len + header.len() + data.len()) as u32;
+            let mut head = [0u8; 4 + 13];
             head[..4].copy_from_slice(&len.to_be_bytes());
             head[4..6].copy_from_slice(&key::DELIVER.to_be_bytes());
-            head[6..8].copy_from_slice(&1u16.to_be_bytes());
+            head[6..8].copy_from_slice(&s.deliver_version.to_be_bytes());
             head[8] = subscription;
-            wr.write_all(&head).await?;
+            head[9..17].copy_from_slice(&committed_chunk.to_be_bytes());
+            wr.write_all(&head[..4 + head_len]).await?;
             wr.write_all(&header).await?;
             wr.write_all(&data).await?;
             s.delivered(subscription, &header);

@@ -102,8 +102,10 @@ pub enum Request {
         corr: u32,
         streams: Vec<String>,
     },
+    /// The client's commands with their (key, min version, max version).
     ExchangeCommandVersions {
         corr: u32,
+        versions: Vec<(u16, u16, u16)>,
     },
     StreamStats {
         corr: u32,
@@ -290,7 +292,16 @@ impl Request {
                     offset,
                 }
             }
-            key::EXCHANGE_COMMAND_VERSIONS => Request::ExchangeCommandVersions { corr: r.u32()? },
+            key::EXCHANGE_COMMAND_VERSIONS => {
+                let corr = r.u32()?;
+                // Some clients send no list at all.
+                let n = if r.remaining() == 0 { 0 } else { r.count(6)? };
+                let mut versions = Vec::with_capacity(n);
+                for _ in 0..n {
+                    versions.push((r.u16()?, r.u16()?, r.u16()?));
+                }
+                Request::ExchangeCommandVersions { corr, versions }
+            }
             key::STREAM_STATS => Request::StreamStats {
                 corr: r.u32()?,
                 stream: r.string()?,

@@ -79,6 +79,8 @@ pub(super) struct Session {
     pub(super) vhost: Option<Arc<VHost>>,
     pub(super) frame_max: u32,
     pub(super) heartbeat: u32,
+    /// The deliver version the client reads (2 once it said so in ExchangeCommandVersions).
+    pub(super) deliver_version: u16,
     /// What the client sent in peer properties.
     pub(super) client_properties: Vec<(String, String)>,
     /// Its place in the broker's connection registry, once open.
@@ -128,6 +130,7 @@ impl Session {
             vhost: None,
             frame_max: DEFAULT_FRAME_MAX,
             heartbeat: DEFAULT_HEARTBEAT,
+            deliver_version: 1,
             client_properties: Vec::new(),
             registration: None,
             publishers: HashMap::new(),
@@ -381,7 +384,15 @@ impl Session {
             Request::Metadata { corr, streams } => {
                 send(wr, self.metadata(corr, &streams)).await;
             }
-            Request::ExchangeCommandVersions { corr } => {
+            Request::ExchangeCommandVersions { corr, versions } => {
+                // A client that reads deliver version 2 gets the committed chunk id with
+                // every chunk, as RabbitMQ sends it.
+                if versions
+                    .iter()
+                    .any(|&(k, _, max)| k == key::DELIVER && max >= 2)
+                {
+                    self.deliver_version = 2;
+                }
                 send(wr, exchange_command_versions(corr)).await;
             }
             Request::ResolveOffsetSpec {
@@ -588,17 +599,15 @@ impl Session {
     }
 }
 
-/// The commands and versions this server speaks (the client picks within them).
+/// The commands and versions this server speaks (the client picks within them): the
+/// client-to-server commands, in RabbitMQ's order (clients read the list by position).
 fn exchange_command_versions(corr: u32) -> Bytes {
     let commands = [
         key::DECLARE_PUBLISHER,
         key::PUBLISH,
-        key::PUBLISH_CONFIRM,
-        key::PUBLISH_ERROR,
         key::QUERY_PUBLISHER_SEQUENCE,
         key::DELETE_PUBLISHER,
         key::SUBSCRIBE,
-        key::DELIVER,
         key::CREDIT,
         key::STORE_OFFSET,
         key::QUERY_OFFSET,
@@ -606,18 +615,10 @@ fn exchange_command_versions(corr: u32) -> Bytes {
         key::CREATE,
         key::DELETE,
         key::METADATA,
-        key::METADATA_UPDATE,
-        key::PEER_PROPERTIES,
-        key::SASL_HANDSHAKE,
-        key::SASL_AUTHENTICATE,
-        key::TUNE,
-        key::OPEN,
         key::CLOSE,
         key::HEARTBEAT,
-        key::EXCHANGE_COMMAND_VERSIONS,
         key::ROUTE,
         key::PARTITIONS,
-        key::CONSUMER_UPDATE,
         key::STREAM_STATS,
         key::CREATE_SUPER_STREAM,
         key::DELETE_SUPER_STREAM,

@@ -39,6 +39,8 @@ pub enum StreamEvent {
         subscription: u8,
         header: [u8; chunk::HEADER_LEN],
         data: Bytes,
+        /// The id (first offset) of the stream's last committed chunk, for deliver v2.
+        committed_chunk: u64,
     },
     /// The stream was deleted: its subscriptions ended.
     Deleted { stream: String },
@@ -439,6 +441,10 @@ impl StreamQueue {
                     subscription: s.id,
                     header: header.encode(),
                     data,
+                    committed_chunk: self
+                        .facts
+                        .committed_chunk
+                        .map_or(h.first_offset, |c| c.max(h.first_offset)),
                 };
                 if s.events.send(event).is_err() {
                     gone.push((s.connection, s.id));
