@@ -10,7 +10,14 @@
 //! more per chunk received, as the clients do. Prints one JSON line: messages published,
 //! confirmed and consumed, and the rates over the run.
 //!
+//! `--mode fill` only publishes, into the stream as it is (created when missing), until
+//! `--fill-bytes` of message bodies are confirmed; `--mode attach` times subscribing at
+//! `--offset` and at `--timestamp` (ms) in an existing stream: from the subscribe request to
+//! the first chunk, each of `--attempts` on a fresh connection, checking that the chunk holds
+//! the offset asked for (`bench/stream_large`).
+//!
 //! Usage: stream-perf --port P [--stream S] [--size B] [--duration S] [--window N] [--batch N]
+//!        [--mode run|fill|attach] [--fill-bytes N] [--offset O] [--timestamp MS] [--attempts N]
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -29,6 +36,11 @@ struct Args {
     duration: f64,
     window: usize,
     batch: usize,
+    mode: String,
+    fill_bytes: u64,
+    offset: u64,
+    timestamp: i64,
+    attempts: usize,
 }
 
 fn args() -> Result<Args, String> {
@@ -39,6 +51,11 @@ fn args() -> Result<Args, String> {
         duration: 10.0,
         window: 10_000,
         batch: 100,
+        mode: "run".into(),
+        fill_bytes: 0,
+        offset: 0,
+        timestamp: 0,
+        attempts: 10,
     };
     let mut it = std::env::args().skip(1);
     while let Some(flag) = it.next() {
@@ -51,17 +68,23 @@ fn args() -> Result<Args, String> {
             "--duration" => a.duration = v.parse().map_err(|_| bad())?,
             "--window" => a.window = v.parse().map_err(|_| bad())?,
             "--batch" => a.batch = v.parse().map_err(|_| bad())?,
+            "--mode" => a.mode = v.clone(),
+            "--fill-bytes" => a.fill_bytes = v.parse().map_err(|_| bad())?,
+            "--offset" => a.offset = v.parse().map_err(|_| bad())?,
+            "--timestamp" => a.timestamp = v.parse().map_err(|_| bad())?,
+            "--attempts" => a.attempts = v.parse().map_err(|_| bad())?,
             _ => return Err(format!("unknown flag {flag}")),
         }
     }
-    if a.batch == 0 || a.batch > a.window || a.size > 255 - 5 {
-        return Err("need 0 < batch <= window and size <= 250".into());
+    if a.batch == 0 || a.batch > a.window || a.size > 1 << 20 {
+        return Err("need 0 < batch <= window and size <= 1 MiB".into());
     }
     Ok(a)
 }
 
 /// Command keys of the stream protocol used here.
 const DECLARE_PUBLISHER: u16 = 0x01;
+const UNSUBSCRIBE: u16 = 0x0c;
 const PUBLISH: u16 = 0x02;
 const PUBLISH_CONFIRM: u16 = 0x03;
 const PUBLISH_ERROR: u16 = 0x04;
@@ -77,8 +100,10 @@ const TUNE: u16 = 0x14;
 const OPEN: u16 = 0x15;
 const HEARTBEAT: u16 = 0x17;
 const RESPONSE: u16 = 0x8000;
-/// Offset specification `next` in a subscribe request.
+/// Offset specifications in a subscribe request: `next`, an offset, a timestamp.
 const OFFSET_NEXT: u16 = 3;
+const OFFSET_AT: u16 = 4;
+const OFFSET_TIMESTAMP: u16 = 5;
 
 /// A request being built: key, version 1, then the fields in order.
 struct Req(Vec<u8>);
@@ -99,6 +124,10 @@ impl Req {
         self
     }
     fn u32(mut self, v: u32) -> Req {
+        self.0.extend(v.to_be_bytes());
+        self
+    }
+    fn u64(mut self, v: u64) -> Req {
         self.0.extend(v.to_be_bytes());
         self
     }
@@ -188,9 +217,16 @@ impl Conn {
     }
 }
 
-/// The AMQP 1.0 encoding of a message with one data section holding `body` (under 256 B).
+/// The AMQP 1.0 encoding of a message with one data section holding `body`.
 fn amqp_message(body: &[u8]) -> Vec<u8> {
-    let mut m = vec![0x00, 0x53, 0x75, 0xa0, body.len() as u8];
+    let mut m = vec![0x00, 0x53, 0x75];
+    match u8::try_from(body.len()) {
+        Ok(n) => m.extend([0xa0, n]),
+        Err(_) => {
+            m.push(0xb0);
+            m.extend((body.len() as u32).to_be_bytes());
+        }
+    }
     m.extend(body);
     m
 }
@@ -242,6 +278,139 @@ async fn confirms(
 #[tokio::main]
 async fn main() -> Result<(), Error> {
     let a = args()?;
+    match a.mode.as_str() {
+        "run" => run(a).await,
+        "fill" => fill(a).await,
+        "attach" => attach(a).await,
+        other => Err(format!("unknown mode {other}").into()),
+    }
+}
+
+/// Publishes `--size` B messages into the stream until `--fill-bytes` of bodies are confirmed.
+async fn fill(a: Args) -> Result<(), Error> {
+    let mut admin = Conn::open(a.port).await?;
+    let _ = admin.call(CREATE, |r| r.str(&a.stream).u32(0)).await;
+    let mut publisher = Conn::open(a.port).await?;
+    publisher
+        .call(DECLARE_PUBLISHER, |r| r.u8(0).str("").str(&a.stream))
+        .await?;
+    let window = Arc::new(Semaphore::new(a.window));
+    let confirmed = Arc::new(AtomicU64::new(0));
+    let Conn { r, mut w, .. } = publisher;
+    let confirmer = tokio::spawn(confirms(r, window.clone(), confirmed.clone()));
+    let message = amqp_message(&vec![b'x'; a.size]);
+    let frame = publish_frame(&message, a.batch);
+    let target = a.fill_bytes.div_ceil(a.size.max(1) as u64);
+    let first_ms = now_ms();
+    let start = Instant::now();
+    let mut published = 0u64;
+    let mut frame = frame;
+    while published < target {
+        window.acquire_many(a.batch as u32).await?.forget();
+        number_batch(&mut frame, message.len(), a.batch, &mut published);
+        w.write_all(&frame).await?;
+    }
+    while confirmed.load(Ordering::Relaxed) < published {
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let seconds = start.elapsed().as_secs_f64();
+    confirmer.abort();
+    println!(
+        "{{\"published\": {published}, \"bytes\": {}, \"seconds\": {seconds:.3}, \
+         \"first_ms\": {first_ms}, \"last_ms\": {}}}",
+        published * a.size as u64,
+        now_ms()
+    );
+    Ok(())
+}
+
+/// Milliseconds since the Unix epoch.
+fn now_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as i64)
+}
+
+/// A publish frame of `batch` copies of `message` (publisher 0), ids filled in by
+/// [`number_batch`].
+fn publish_frame(message: &[u8], batch: usize) -> Vec<u8> {
+    let per_message = 8 + 4 + message.len();
+    let mut frame = Vec::with_capacity(4 + 9 + batch * per_message);
+    frame.extend(((4 + 1 + 4 + batch * per_message) as u32).to_be_bytes());
+    frame.extend(PUBLISH.to_be_bytes());
+    frame.extend(1u16.to_be_bytes());
+    frame.push(0);
+    frame.extend((batch as u32).to_be_bytes());
+    for _ in 0..batch {
+        frame.extend(0u64.to_be_bytes());
+        frame.extend((message.len() as u32).to_be_bytes());
+        frame.extend(message);
+    }
+    frame
+}
+
+/// Writes the next `batch` publishing ids into a frame from [`publish_frame`].
+fn number_batch(frame: &mut [u8], message_len: usize, batch: usize, next: &mut u64) {
+    let per_message = 8 + 4 + message_len;
+    for i in 0..batch {
+        let at = 13 + i * per_message;
+        frame[at..at + 8].copy_from_slice(&next.to_be_bytes());
+        *next += 1;
+    }
+}
+
+/// Times `--attempts` subscriptions at `--offset` and as many at `--timestamp`.
+async fn attach(a: Args) -> Result<(), Error> {
+    let mut by_offset = Vec::new();
+    let mut by_time = Vec::new();
+    for _ in 0..a.attempts {
+        by_offset.push(attach_once(&a, OFFSET_AT, a.offset).await?);
+        by_time.push(attach_once(&a, OFFSET_TIMESTAMP, a.timestamp as u64).await?);
+    }
+    let ms = |v: &[f64]| {
+        v.iter()
+            .map(|x| format!("{x:.3}"))
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    println!(
+        "{{\"offset_ms\": [{}], \"timestamp_ms\": [{}]}}",
+        ms(&by_offset),
+        ms(&by_time)
+    );
+    Ok(())
+}
+
+/// One subscription on a fresh connection: milliseconds from the request to the first chunk.
+async fn attach_once(a: &Args, kind: u16, value: u64) -> Result<f64, Error> {
+    let mut c = Conn::open(a.port).await?;
+    let start = Instant::now();
+    c.call(SUBSCRIBE, |r| {
+        r.u8(0).str(&a.stream).u16(kind).u64(value).u16(1).u32(0)
+    })
+    .await?;
+    let mut buf = Vec::new();
+    loop {
+        c.read_frame(&mut buf).await?;
+        if u16::from_be_bytes([buf[0], buf[1]]) == DELIVER && buf.len() >= 37 {
+            break;
+        }
+    }
+    let ms = start.elapsed().as_secs_f64() * 1000.0;
+    // key, version, subscription, then the chunk header: records at 4, first offset at 24.
+    let records = u64::from(u32::from_be_bytes([buf[9], buf[10], buf[11], buf[12]]));
+    let mut first = [0u8; 8];
+    first.copy_from_slice(&buf[29..37]);
+    let first = u64::from_be_bytes(first);
+    if kind == OFFSET_AT && !(first <= value && value < first + records) {
+        return Err(format!("asked for {value}, got chunk {first} (+{records})").into());
+    }
+    c.call(UNSUBSCRIBE, |r| r.u8(0)).await?;
+    Ok(ms)
+}
+
+/// One producer and one consumer for `--duration`.
+async fn run(a: Args) -> Result<(), Error> {
     let mut admin = Conn::open(a.port).await?;
     let _ = admin.call(DELETE, |r| r.str(&a.stream)).await;
     admin.call(CREATE, |r| r.str(&a.stream).u32(0)).await?;
@@ -264,25 +433,13 @@ async fn main() -> Result<(), Error> {
     let confirmer = tokio::spawn(confirms(r, window.clone(), confirmed.clone()));
 
     let message = amqp_message(&vec![b'x'; a.size]);
-    let per_message = 8 + 4 + message.len();
-    let mut frame = Vec::with_capacity(4 + 9 + a.batch * per_message);
+    let mut frame = publish_frame(&message, a.batch);
     let start = Instant::now();
     let run = Duration::from_secs_f64(a.duration);
     let mut published = 0u64;
     while start.elapsed() < run {
         window.acquire_many(a.batch as u32).await?.forget();
-        frame.clear();
-        frame.extend(((4 + 1 + 4 + a.batch * per_message) as u32).to_be_bytes());
-        frame.extend(PUBLISH.to_be_bytes());
-        frame.extend(1u16.to_be_bytes());
-        frame.push(0);
-        frame.extend((a.batch as u32).to_be_bytes());
-        for _ in 0..a.batch {
-            frame.extend(published.to_be_bytes());
-            frame.extend((message.len() as u32).to_be_bytes());
-            frame.extend(&message);
-            published += 1;
-        }
+        number_batch(&mut frame, message.len(), a.batch, &mut published);
         w.write_all(&frame).await?;
     }
     let elapsed = start.elapsed().as_secs_f64();

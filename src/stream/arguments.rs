@@ -24,11 +24,12 @@ pub fn table(arguments: &[(String, String)]) -> Option<FieldTable> {
         AMQPValue::LongString("stream".into()),
     );
     for (k, v) in arguments {
-        let name = ShortString::from(format!("x-{k}"));
+        // Only known (short) names become short strings: a client's name may be any length.
+        let name = || crate::shortstr::short(&format!("x-{k}"));
         if NUMBERS.contains(&k.as_str()) {
-            t.insert(name, AMQPValue::LongLongInt(v.trim().parse().ok()?));
+            t.insert(name(), AMQPValue::LongLongInt(v.trim().parse().ok()?));
         } else if TEXTS.contains(&k.as_str()) {
-            t.insert(name, AMQPValue::LongString(v.as_str().into()));
+            t.insert(name(), AMQPValue::LongString(v.as_str().into()));
         }
     }
     Some(t)
@@ -37,6 +38,13 @@ pub fn table(arguments: &[(String, String)]) -> Option<FieldTable> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_unknown_name_of_any_length_is_left_out() {
+        let long = "k".repeat(300);
+        let t = table(&[(long, "1".into())]).expect("a table");
+        assert_eq!(t.inner().len(), 1, "only x-queue-type");
+    }
 
     #[test]
     fn numbers_and_texts_become_queue_arguments() {

@@ -461,6 +461,10 @@ impl Session {
     }
 
     pub(super) async fn create(&mut self, stream: &str, arguments: &[(String, String)]) -> u16 {
+        let Some(stream) = correct_name(stream) else {
+            return code::PRECONDITION_FAILED;
+        };
+        let stream = stream.as_str();
         let Some(v) = self.vhost.clone() else {
             return code::INTERNAL_ERROR;
         };
@@ -597,6 +601,13 @@ impl Session {
         }
         f.finish()
     }
+}
+
+/// A stream or super stream name as RabbitMQ's stream plugin takes it: without line breaks,
+/// not empty and not `amq.`-prefixed (None: refused with `PRECONDITION_FAILED`).
+pub(super) fn correct_name(name: &str) -> Option<String> {
+    let name: String = name.chars().filter(|c| *c != '\n' && *c != '\r').collect();
+    (!name.is_empty() && !name.starts_with("amq.")).then_some(name)
 }
 
 /// The commands and versions this server speaks (the client picks within them): the

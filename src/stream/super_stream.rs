@@ -134,12 +134,15 @@ impl Session {
         arguments: &[(String, String)],
         wr: &mut W,
     ) {
-        let c = self
-            .make_super_stream(name, partitions, binding_keys, arguments)
-            .await
-            .err()
-            .unwrap_or(code::OK);
-        send(wr, reply(key::CREATE_SUPER_STREAM, corr, c)).await;
+        let c = match super::session::correct_name(name) {
+            None => code::PRECONDITION_FAILED,
+            Some(name) => self
+                .make_super_stream(&name, partitions, binding_keys, arguments)
+                .await
+                .err()
+                .unwrap_or(code::OK),
+        };
+        send(wr, reply(key::CREATE_SUPER_STREAM, corr, self.counted(c))).await;
     }
 
     async fn make_super_stream(
@@ -197,7 +200,7 @@ impl Session {
         wr: &mut W,
     ) {
         let c = self.drop_super_stream(name).await.err().unwrap_or(code::OK);
-        send(wr, reply(key::DELETE_SUPER_STREAM, corr, c)).await;
+        send(wr, reply(key::DELETE_SUPER_STREAM, corr, self.counted(c))).await;
     }
 
     async fn drop_super_stream(&mut self, name: &str) -> Result<(), u16> {
