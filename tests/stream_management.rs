@@ -7,7 +7,7 @@
 mod common;
 
 use common::http::request;
-use common::stream_raw::{chunk_of, Offset, StreamRaw, DELIVER};
+use common::stream_raw::{chunk_of, string, Offset, StreamRaw, DELIVER};
 use common::{start_with, urlencode, within, TestBroker};
 use rabbitmq_stream_client::types::Message;
 use rabbitmq_stream_client::Environment;
@@ -262,4 +262,42 @@ async fn publishers_and_consumers_are_listed_with_their_counts() {
     );
     assert_eq!(list(&b, "/api/stream/connections").await.len(), 1);
     within(producer.close()).await.expect("closed");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_deleted_streams_publishers_hear_of_it_and_leave_the_lists() {
+    const DECLARE_PUBLISHER: u16 = 0x01;
+    const CREATE: u16 = 0x0d;
+    const DELETE: u16 = 0x0e;
+    const METADATA_UPDATE: u16 = 0x10;
+    let b = broker().await;
+    let addr = b.server.stream_addr.expect("stream listener");
+    let mut admin = StreamRaw::open(addr).await;
+    let mut create = string("doomed");
+    create.extend(0u32.to_be_bytes());
+    assert_eq!(admin.call(CREATE, &create).await, 1);
+
+    // A connection with only a publisher on the stream (no subscription).
+    let mut p = StreamRaw::open(addr).await;
+    let mut declare = vec![7u8];
+    declare.extend(string(""));
+    declare.extend(string("doomed"));
+    assert_eq!(p.call(DECLARE_PUBLISHER, &declare).await, 1);
+    assert_eq!(list(&b, "/api/stream/publishers").await.len(), 1);
+
+    assert_eq!(admin.call(DELETE, &string("doomed")).await, 1);
+    let update = p.expect(METADATA_UPDATE).await;
+    assert_eq!(
+        u16::from_be_bytes([update[4], update[5]]),
+        0x06,
+        "stream not available"
+    );
+    assert_eq!(&update[8..], b"doomed");
+    assert!(list(&b, "/api/stream/publishers").await.is_empty());
+    assert_eq!(
+        metric(&b, "rabbitmq_global_publishers{protocol=\"stream\"}").await,
+        0
+    );
+    // Told once: nothing else follows.
+    p.quiet(200).await;
 }

@@ -205,7 +205,9 @@ async fn write_event<W: AsyncWrite + Unpin>(
             wr.write_all(&f).await
         }
         StreamEvent::Deleted { stream } => {
-            s.stream_deleted(&stream);
+            if !s.stream_deleted(&stream) {
+                return Ok(());
+            }
             let f = Frame::command(key::METADATA_UPDATE, 1)
                 .u16(code::STREAM_NOT_AVAILABLE)
                 .string(&stream);

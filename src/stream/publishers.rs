@@ -16,7 +16,7 @@ use tokio::io::AsyncWrite;
 use tokio::sync::oneshot;
 
 impl Session {
-    pub(super) fn declare_publisher(
+    pub(super) async fn declare_publisher(
         &mut self,
         id: u8,
         reference: Option<String>,
@@ -37,6 +37,13 @@ impl Session {
                 });
                 if let Some(r) = &self.registration {
                     r.info.stream.add_publisher(stats.clone());
+                }
+                let watch = StreamCmd::Watch {
+                    connection: self.id,
+                    events: self.events.clone(),
+                };
+                if !queue.stream_request(watch).await {
+                    return code::STREAM_NOT_AVAILABLE;
                 }
                 let reference = reference.map(|r| Arc::from(r.as_str()));
                 let p = Publisher {

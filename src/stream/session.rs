@@ -171,15 +171,16 @@ impl Session {
         self.broker.connections.stream.answered(c)
     }
 
-    /// Forgets the publishers and subscriptions of a deleted stream.
-    pub(super) fn stream_deleted(&mut self, stream: &str) {
+    /// Forgets the publishers and subscriptions of a deleted stream; whether it had any (a
+    /// stream's deletion is told once per connection).
+    pub(super) fn stream_deleted(&mut self, stream: &str) -> bool {
         let subscriptions: Vec<u8> = self
             .subscriptions
             .iter()
             .filter(|(_, s)| s.queue.name == stream)
             .map(|(id, _)| *id)
             .collect();
-        for id in subscriptions {
+        for &id in &subscriptions {
             self.subscriptions.remove(&id);
             self.unlist_consumer(id);
         }
@@ -189,10 +190,12 @@ impl Session {
             .filter(|(_, p)| p.queue.name == stream)
             .map(|(id, _)| *id)
             .collect();
+        let had = !subscriptions.is_empty() || !publishers.is_empty();
         for id in publishers {
             self.publishers.remove(&id);
             self.unlist_publisher(id);
         }
+        had
     }
 
     /// Sends the server's close.
@@ -208,9 +211,12 @@ impl Session {
         Next::Close
     }
 
-    /// The connection ended: its subscriptions go.
+    /// The connection ended: its subscriptions and its streams' watches go.
     pub(super) async fn closed(&mut self) {
-        let queues: Vec<QueueRef> = self.subscriptions.drain().map(|(_, s)| s.queue).collect();
+        let mut queues: Vec<QueueRef> = self.subscriptions.drain().map(|(_, s)| s.queue).collect();
+        queues.extend(self.publishers.drain().map(|(_, p)| p.queue));
+        queues.sort_by(|a, b| a.name.cmp(&b.name));
+        queues.dedup_by(|a, b| a.name == b.name);
         for q in queues {
             q.stream_request(StreamCmd::Forget {
                 connection: self.id,
@@ -288,7 +294,7 @@ impl Session {
                 reference,
                 stream,
             } => {
-                let c = self.declare_publisher(id, reference, &stream);
+                let c = self.declare_publisher(id, reference, &stream).await;
                 let c = self.counted(c);
                 send(wr, reply(key::DECLARE_PUBLISHER, corr, c)).await;
             }

@@ -89,8 +89,11 @@ pub enum StreamCmd {
     },
     /// Ends subscription `id` of `connection`.
     Unsubscribe { connection: u64, id: u8 },
-    /// Ends every subscription of `connection` (it closed).
+    /// Ends every subscription of `connection` (it closed), and its watch.
     Forget { connection: u64 },
+    /// Tells `connection` (through `events`) when the stream is deleted: it has publishers on
+    /// it, which RabbitMQ sends a metadata update too.
+    Watch { connection: u64, events: EventSink },
     /// Stores `offset` for consumer `reference`.
     StoreOffset { reference: String, offset: u64 },
     /// The offset stored for `reference`.
@@ -264,7 +267,13 @@ impl StreamQueue {
                 self.remove_subscriptions(|s| s.connection == connection && s.id == id)
             }
             StreamCmd::Forget { connection } => {
+                self.watchers.retain(|(c, _)| *c != connection);
                 self.remove_subscriptions(|s| s.connection == connection)
+            }
+            StreamCmd::Watch { connection, events } => {
+                if !self.watchers.iter().any(|(c, _)| *c == connection) {
+                    self.watchers.push((connection, events));
+                }
             }
             StreamCmd::StoreOffset { reference, offset } => {
                 self.offsets.insert(reference, offset);
@@ -458,10 +467,11 @@ impl StreamQueue {
         }
     }
 
-    /// Tells every subscriber the stream went.
+    /// Tells every subscriber and publisher the stream went (a connection drops repeats).
     pub(super) fn end_subscriptions(&mut self) {
-        for s in self.subscriptions.drain(..) {
-            let _ = s.events.send(StreamEvent::Deleted {
+        let sinks = self.subscriptions.drain(..).map(|s| s.events);
+        for events in sinks.chain(self.watchers.drain(..).map(|(_, e)| e)) {
+            let _ = events.send(StreamEvent::Deleted {
                 stream: self.shared.name.clone(),
             });
         }

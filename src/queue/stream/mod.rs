@@ -91,6 +91,8 @@ struct StreamQueue {
     offsets_dirty: bool,
     consumers: Vec<StreamConsumer>,
     subscriptions: Vec<Subscription>,
+    /// Stream-protocol connections with publishers on the stream, told when it is deleted.
+    watchers: Vec<(u64, EventSink)>,
     /// `ResolveOffsetSpec`s waiting for the log.
     resolving: Vec<(OffsetSpec, tokio::sync::oneshot::Sender<Option<u64>>)>,
     /// Delivery sequence number -> consumer id, for the credit an ack returns.
@@ -164,6 +166,7 @@ pub(super) fn start<H: super::QueueHost>(shared: QueueRef, host: &Arc<H>, rx: Ma
         offsets_dirty: false,
         consumers: Vec::new(),
         subscriptions: Vec::new(),
+        watchers: Vec::new(),
         resolving: Vec::new(),
         unacked: Default::default(),
         next_seq: 1,
