@@ -4,6 +4,7 @@
 
 mod common;
 
+use common::stream_client::env;
 use common::stream_raw::{chunk_of, frame_key, Offset, StreamRaw, DELIVER};
 use common::{start_with, within, TestBroker};
 use futures_lite::StreamExt;
@@ -37,13 +38,6 @@ async fn restarted(b: TestBroker) -> TestBroker {
     with_streams(&mut config);
     let server = Server::start(config).await.expect("broker restarts");
     TestBroker { server, dir }
-}
-
-async fn env(b: &TestBroker) -> Environment {
-    let port = b.server.stream_addr.expect("stream listener").port();
-    within(Environment::builder().host("127.0.0.1").port(port).build())
-        .await
-        .expect("stream connection")
 }
 
 fn bodies(range: std::ops::Range<u32>) -> Vec<Message> {

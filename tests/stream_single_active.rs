@@ -7,39 +7,16 @@
 
 mod common;
 
+use common::stream_client::{env, publish};
 use common::stream_raw::{chunk_of, Offset, StreamRaw, DELIVER};
 use common::{start_with, within, TestBroker};
-use rabbitmq_stream_client::types::Message;
-use rabbitmq_stream_client::Environment;
 
 async fn broker() -> TestBroker {
     start_with(|c| c.stream_listen = Some("127.0.0.1:0".parse().expect("addr"))).await
 }
 
-async fn env(b: &TestBroker) -> Environment {
-    let port = b.server.stream_addr.expect("stream listener").port();
-    within(Environment::builder().host("127.0.0.1").port(port).build())
-        .await
-        .expect("stream connection")
-}
-
 async fn raw(b: &TestBroker) -> StreamRaw {
     StreamRaw::open(b.server.stream_addr.expect("stream listener")).await
-}
-
-/// Publishes `n` messages to `stream` in one batch and waits for their confirms.
-async fn publish(env: &Environment, stream: &str, n: usize) {
-    let producer = within(env.producer().build(stream))
-        .await
-        .expect("producer");
-    let messages = (0..n)
-        .map(|i| Message::builder().body(format!("m-{i}")).build())
-        .collect();
-    let confirms = within(producer.batch_send_with_confirm(messages))
-        .await
-        .expect("published");
-    assert!(confirms.len() == n && confirms.iter().all(|c| c.confirmed()));
-    within(producer.close()).await.expect("closed");
 }
 
 /// Reads deliveries for subscription `id` until offset `end` (exclusive) is covered; returns

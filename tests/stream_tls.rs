@@ -6,7 +6,7 @@
 mod common;
 
 use common::http::request;
-use common::pki::{pki, Pem, Pki};
+use common::pki::{pki, Pem, Pki, ServerFiles};
 use common::stream_raw::string;
 use common::{start_with, within, TestBroker};
 use rabbitmq_stream_client::types::{Message, OffsetSpecification};
@@ -22,22 +22,13 @@ struct TlsBroker {
     b: TestBroker,
     pki: Pki,
     ca_path: PathBuf,
-    _files: tempfile::TempDir,
+    _files: ServerFiles,
 }
 
 async fn start_tls() -> TlsBroker {
     let pki = pki();
-    let files = tempfile::tempdir().expect("tempdir");
-    let write = |name: &str, text: &str| -> PathBuf {
-        let p = files.path().join(name);
-        std::fs::write(&p, text).expect("write pem");
-        p
-    };
-    let (cert, key, ca) = (
-        write("server.pem", &pki.server.cert),
-        write("server.key", &pki.server.key),
-        write("ca.pem", &pki.ca),
-    );
+    let files = pki.server_files();
+    let (cert, key, ca) = (files.cert.clone(), files.key.clone(), files.ca.clone());
     let ca_path = ca.clone();
     let b = start_with(|c| {
         c.stream_listen = Some("127.0.0.1:0".parse().expect("addr"));

@@ -5,10 +5,9 @@
 
 mod common;
 
+use common::stream_client::env;
 use common::stream_raw::{Offset, StreamRaw, DELIVER};
 use common::{start_with, within, TestBroker};
-use rabbitmq_stream_client::types::Message;
-use rabbitmq_stream_client::Environment;
 
 const EXCHANGE_COMMAND_VERSIONS: u16 = 0x001b;
 
@@ -16,26 +15,13 @@ async fn broker() -> TestBroker {
     start_with(|c| c.stream_listen = Some("127.0.0.1:0".parse().expect("addr"))).await
 }
 
-/// Publishes `n` messages to `stream` (created first) and waits for their confirms.
+/// Creates `stream` and publishes `n` messages to it, confirmed.
 async fn publish(b: &TestBroker, stream: &str, n: usize) {
-    let port = b.server.stream_addr.expect("stream listener").port();
-    let env = within(Environment::builder().host("127.0.0.1").port(port).build())
-        .await
-        .expect("stream connection");
+    let env = env(b).await;
     within(env.stream_creator().create(stream))
         .await
         .expect("created");
-    let producer = within(env.producer().build(stream))
-        .await
-        .expect("producer");
-    let messages = (0..n)
-        .map(|i| Message::builder().body(format!("v-{i}")).build())
-        .collect();
-    let confirms = within(producer.batch_send_with_confirm(messages))
-        .await
-        .expect("published");
-    assert!(confirms.len() == n && confirms.iter().all(|c| c.confirmed()));
-    within(producer.close()).await.expect("closed");
+    common::stream_client::publish(&env, stream, n).await;
 }
 
 /// Sends ExchangeCommandVersions with `mine`; the server's (key, min, max) list.

@@ -4,13 +4,12 @@
 
 mod common;
 
-use common::pki::{pki, Pem, Pki};
+use common::pki::{pki, Pem, Pki, ServerFiles};
 use common::*;
 use lapin::options::*;
 use lapin::tcp::{OwnedIdentity, OwnedTLSConfig};
 use lapin::types::FieldTable;
 use lapin::BasicProperties;
-use std::path::PathBuf;
 use std::sync::Arc;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio_rustls::rustls::pki_types::pem::PemObject;
@@ -27,17 +26,12 @@ struct TlsBroker {
 
 async fn start_tls(adjust: impl FnOnce(&mut warren::config::Config)) -> TlsBroker {
     let pki = pki();
-    let files = tempfile::tempdir().expect("tempdir");
-    let write = |name: &str, text: &str| -> PathBuf {
-        let p = files.path().join(name);
-        std::fs::write(&p, text).expect("write pem");
-        p
-    };
-    let (cert, key, ca) = (
-        write("server.pem", &pki.server.cert),
-        write("server.key", &pki.server.key),
-        write("ca.pem", &pki.ca),
-    );
+    let ServerFiles {
+        dir: files,
+        cert,
+        key,
+        ca,
+    } = pki.server_files();
     let b = start_with(|c| {
         c.amqps_listen = Some("127.0.0.1:0".parse().expect("addr"));
         c.https_listen = Some("127.0.0.1:0".parse().expect("addr"));

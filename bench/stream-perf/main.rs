@@ -290,21 +290,18 @@ async fn main() -> Result<(), Error> {
 async fn fill(a: Args) -> Result<(), Error> {
     let mut admin = Conn::open(a.port).await?;
     let _ = admin.call(CREATE, |r| r.str(&a.stream).u32(0)).await;
-    let mut publisher = Conn::open(a.port).await?;
-    publisher
-        .call(DECLARE_PUBLISHER, |r| r.u8(0).str("").str(&a.stream))
-        .await?;
-    let window = Arc::new(Semaphore::new(a.window));
-    let confirmed = Arc::new(AtomicU64::new(0));
-    let Conn { r, mut w, .. } = publisher;
-    let confirmer = tokio::spawn(confirms(r, window.clone(), confirmed.clone()));
+    let Publisher {
+        mut w,
+        window,
+        confirmed,
+        confirmer,
+    } = publisher(&a).await?;
     let message = amqp_message(&vec![b'x'; a.size]);
-    let frame = publish_frame(&message, a.batch);
+    let mut frame = publish_frame(&message, a.batch);
     let target = a.fill_bytes.div_ceil(a.size.max(1) as u64);
     let first_ms = now_ms();
     let start = Instant::now();
     let mut published = 0u64;
-    let mut frame = frame;
     while published < target {
         window.acquire_many(a.batch as u32).await?.forget();
         number_batch(&mut frame, message.len(), a.batch, &mut published);
@@ -322,6 +319,31 @@ async fn fill(a: Args) -> Result<(), Error> {
         now_ms()
     );
     Ok(())
+}
+
+/// A declared publisher (id 0) on the stream: where to write, its confirm window, what was
+/// confirmed, and the task reading the confirms.
+struct Publisher {
+    w: OwnedWriteHalf,
+    window: Arc<Semaphore>,
+    confirmed: Arc<AtomicU64>,
+    confirmer: tokio::task::JoinHandle<Result<(), Error>>,
+}
+
+async fn publisher(a: &Args) -> Result<Publisher, Error> {
+    let mut c = Conn::open(a.port).await?;
+    c.call(DECLARE_PUBLISHER, |r| r.u8(0).str("").str(&a.stream))
+        .await?;
+    let window = Arc::new(Semaphore::new(a.window));
+    let confirmed = Arc::new(AtomicU64::new(0));
+    let Conn { r, w, .. } = c;
+    let confirmer = tokio::spawn(confirms(r, window.clone(), confirmed.clone()));
+    Ok(Publisher {
+        w,
+        window,
+        confirmed,
+        confirmer,
+    })
 }
 
 /// Milliseconds since the Unix epoch.
@@ -423,14 +445,12 @@ async fn run(a: Args) -> Result<(), Error> {
     .await?;
     let reader = tokio::spawn(consume(sub, consumed.clone()));
 
-    let mut publisher = Conn::open(a.port).await?;
-    publisher
-        .call(DECLARE_PUBLISHER, |r| r.u8(0).str("").str(&a.stream))
-        .await?;
-    let window = Arc::new(Semaphore::new(a.window));
-    let confirmed = Arc::new(AtomicU64::new(0));
-    let Conn { r, mut w, .. } = publisher;
-    let confirmer = tokio::spawn(confirms(r, window.clone(), confirmed.clone()));
+    let Publisher {
+        mut w,
+        window,
+        confirmed,
+        confirmer,
+    } = publisher(&a).await?;
 
     let message = amqp_message(&vec![b'x'; a.size]);
     let mut frame = publish_frame(&message, a.batch);

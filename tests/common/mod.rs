@@ -10,6 +10,7 @@ pub mod partition;
 pub mod pki;
 pub mod rabbitmq;
 pub mod raw;
+pub mod stream_client;
 pub mod stream_raw;
 
 use lapin::{Connection, ConnectionProperties};

@@ -1,6 +1,8 @@
 //! A test PKI generated with rcgen: a CA, a server certificate for localhost, and client
 //! certificates (CN `app-user`) from that CA and from one the broker does not trust.
 
+use std::path::PathBuf;
+
 use rcgen::{
     BasicConstraints, CertificateParams, DnType, ExtendedKeyUsagePurpose, IsCa, Issuer, KeyPair,
 };
@@ -72,5 +74,30 @@ pub fn pki() -> Pki {
             ExtendedKeyUsagePurpose::ClientAuth,
         ),
         rogue_client: leaf(&rogue, &[], &client_dn, ExtendedKeyUsagePurpose::ClientAuth),
+    }
+}
+
+/// The server's certificate, its key and the CA, written to a temp dir that lives as long as
+/// this.
+pub struct ServerFiles {
+    pub dir: tempfile::TempDir,
+    pub cert: PathBuf,
+    pub key: PathBuf,
+    pub ca: PathBuf,
+}
+
+impl Pki {
+    /// Writes the files a TLS listener's configuration names.
+    pub fn server_files(&self) -> ServerFiles {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let write = |name: &str, text: &str| -> PathBuf {
+            let p = dir.path().join(name);
+            std::fs::write(&p, text).expect("write pem");
+            p
+        };
+        let cert = write("server.pem", &self.server.cert);
+        let key = write("server.key", &self.server.key);
+        let ca = write("ca.pem", &self.ca);
+        ServerFiles { dir, cert, key, ca }
     }
 }
