@@ -24,6 +24,7 @@ pub mod exchange;
 pub mod federation;
 pub mod http;
 pub mod json;
+pub mod listener;
 pub mod message;
 pub mod message_amqp10;
 pub mod metrics;

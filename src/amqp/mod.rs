@@ -31,7 +31,6 @@ use std::time::Duration;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::watch;
-use tokio::task::JoinSet;
 use tokio::time::Instant;
 use tokio_rustls::TlsAcceptor;
 
@@ -40,46 +39,46 @@ use tokio_rustls::TlsAcceptor;
 pub async fn serve(
     listener: TcpListener,
     broker: Arc<Broker>,
-    mut shutdown: watch::Receiver<bool>,
+    shutdown: watch::Receiver<bool>,
     tls: Option<TlsAcceptor>,
 ) {
-    let mut conns = JoinSet::new();
-    loop {
-        tokio::select! {
-            _ = shutdown.changed() => break,
-            accepted = listener.accept() => match accepted {
-                // Between stop_app and start_app the node takes no clients.
-                Ok((socket, _)) if !broker.app_running() => drop(socket),
-                Ok((socket, addr)) => {
-                    tracing::info!(tls = tls.is_some(), "accepting AMQP connection {addr}");
-                    let _ = socket.set_nodelay(true);
-                    let local = socket.local_addr().unwrap_or(addr);
-                    let deadline = Instant::now() + Duration::from_secs(broker.config.handshake_timeout);
-                    let (broker, shutdown) = (broker.clone(), shutdown.clone());
-                    match &tls {
-                        None => {
-                            let (rd, wr) = socket.into_split();
-                            let peer = Peer { addr, local, tls: None, cert_user: None };
-                            conns.spawn(handle(rd, wr, peer, deadline, broker, shutdown));
-                        }
-                        Some(acceptor) => {
-                            conns.spawn(handle_tls(acceptor.clone(), socket, addr, local, deadline, broker, shutdown));
-                        }
-                    }
-                }
-                Err(e) => {
-                    tracing::warn!(error = %e, "accept failed");
-                    tokio::time::sleep(Duration::from_millis(50)).await;
-                }
-            },
-            Some(_) = conns.join_next(), if !conns.is_empty() => {}
-        }
-    }
-    drop(listener);
-    let _ = tokio::time::timeout(Duration::from_secs(10), async {
-        while conns.join_next().await.is_some() {}
+    let what = if tls.is_some() {
+        "AMQP over TLS"
+    } else {
+        "AMQP"
+    };
+    let rx = shutdown.clone();
+    crate::listener::accept_loop(listener, &broker, rx, what, |socket, addr| {
+        connection_on(socket, addr, tls.clone(), broker.clone(), shutdown.clone())
     })
     .await;
+}
+
+/// Runs one accepted connection: over TCP, or over TLS once its handshake is done.
+async fn connection_on(
+    socket: TcpStream,
+    addr: SocketAddr,
+    tls: Option<TlsAcceptor>,
+    broker: Arc<Broker>,
+    shutdown: watch::Receiver<bool>,
+) {
+    let local = socket.local_addr().unwrap_or(addr);
+    let deadline = crate::listener::handshake_deadline(&broker);
+    match tls {
+        None => {
+            let (rd, wr) = socket.into_split();
+            let peer = Peer {
+                addr,
+                local,
+                tls: None,
+                cert_user: None,
+            };
+            handle(rd, wr, peer, deadline, broker, shutdown).await
+        }
+        Some(acceptor) => {
+            handle_tls(acceptor, socket, addr, local, deadline, broker, shutdown).await
+        }
+    }
 }
 
 /// Runs one client connection over any byte stream (TCP, TLS, or an in-memory pipe for

@@ -19,11 +19,8 @@ use crate::broker::Broker;
 use crate::connections::TlsInfo;
 use std::net::SocketAddr;
 use std::sync::Arc;
-use std::time::Duration;
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::watch;
-use tokio::task::JoinSet;
-use tokio::time::Instant;
 use tokio_rustls::TlsAcceptor;
 
 /// What the listener knows of a client's transport.
@@ -43,31 +40,23 @@ pub struct Transport {
 pub async fn serve(
     listener: TcpListener,
     broker: Arc<Broker>,
-    mut shutdown: watch::Receiver<bool>,
+    shutdown: watch::Receiver<bool>,
     acceptor: Option<TlsAcceptor>,
 ) {
-    let mut conns = JoinSet::new();
-    loop {
-        tokio::select! {
-            _ = shutdown.changed() => break,
-            accepted = listener.accept() => match accepted {
-                Ok((socket, _)) if !broker.app_running() => drop(socket),
-                Ok((socket, addr)) => {
-                    tracing::info!("accepting stream connection {addr}");
-                    let (b, rx) = (broker.clone(), shutdown.clone());
-                    conns.spawn(connection_on(socket, addr, acceptor.clone(), b, rx));
-                }
-                Err(e) => {
-                    tracing::warn!(error = %e, "stream accept failed");
-                    tokio::time::sleep(Duration::from_millis(50)).await;
-                }
-            },
-            Some(_) = conns.join_next(), if !conns.is_empty() => {}
-        }
-    }
-    drop(listener);
-    let _ = tokio::time::timeout(Duration::from_secs(10), async {
-        while conns.join_next().await.is_some() {}
+    let what = if acceptor.is_some() {
+        "stream over TLS"
+    } else {
+        "stream"
+    };
+    let rx = shutdown.clone();
+    crate::listener::accept_loop(listener, &broker, rx, what, |socket, addr| {
+        connection_on(
+            socket,
+            addr,
+            acceptor.clone(),
+            broker.clone(),
+            shutdown.clone(),
+        )
     })
     .await;
 }
@@ -80,11 +69,10 @@ async fn connection_on(
     broker: Arc<Broker>,
     shutdown: watch::Receiver<bool>,
 ) {
-    let _ = socket.set_nodelay(true);
     let Ok(local) = socket.local_addr() else {
         return;
     };
-    let deadline = Instant::now() + Duration::from_secs(broker.config.handshake_timeout);
+    let deadline = crate::listener::handshake_deadline(&broker);
     let mut transport = Transport {
         peer,
         local,

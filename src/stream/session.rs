@@ -180,6 +180,7 @@ impl Session {
             .filter(|(_, s)| s.queue.name == stream)
             .map(|(id, _)| *id)
             .collect();
+        self.updates.retain(|_, sub| !subscriptions.contains(sub));
         for &id in &subscriptions {
             self.subscriptions.remove(&id);
             self.unlist_consumer(id);
