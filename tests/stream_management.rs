@@ -177,6 +177,27 @@ async fn publishers_and_consumers_are_listed_with_their_counts() {
     assert_eq!(get(&b, "/api/stream/connections/%2F/nope").await.0, 404);
     assert_eq!(get(&b, "/api/stream/connections/nowhere").await.0, 404);
 
+    // /api/consumers lists the subscriptions as RabbitMQ does, and the queue counts them.
+    let all = list(&b, "/api/consumers").await;
+    let sub = all
+        .iter()
+        .find(|c| c["consumer_tag"] == "stream.subid-3")
+        .unwrap_or_else(|| panic!("subscription 3 in /api/consumers: {all:?}"));
+    assert_eq!(sub["queue"]["name"], "audit");
+    assert_eq!(sub["channel_details"]["name"], "");
+    assert_eq!(sub["channel_details"]["connection_name"], raw_name.as_str());
+    assert_eq!(sub["arguments"]["app"], "billing");
+    assert_eq!(
+        (
+            sub["ack_required"].as_bool(),
+            sub["prefetch_count"].as_u64()
+        ),
+        (Some(false), Some(0))
+    );
+    assert_eq!(all.len(), 2, "{all:?}");
+    let (_, queue) = get(&b, "/api/queues/%2F/audit").await;
+    assert_eq!(queue["consumers"], 2);
+
     // Metrics: the stream protocol's samples of the global families.
     assert_eq!(
         metric(

@@ -1,11 +1,15 @@
 //! `/api/consumers[/{vhost}]`: every consumer, asked of each queue's task, with its channel's
-//! details from the connection registry, in RabbitMQ's JSON.
+//! details from the connection registry, in RabbitMQ's JSON. A stream's stream-protocol
+//! subscriptions are among them, as RabbitMQ lists them (`stream.subid-<id>`, no channel).
 
 use super::{ApiError, AppState, Authenticated};
+use crate::connections::Protocol;
 use crate::queue::consumer::REMOTE_CONNECTION;
+use crate::queue::stream::STREAM_TAG_PREFIX;
 use axum::extract::{Path, State};
 use axum::Json;
 use serde_json::{json, Value};
+use std::sync::atomic::Ordering::Relaxed;
 
 /// The consumers of every node (in `vhost`, when given).
 async fn everywhere(b: &AppState, vhost: Option<&str>) -> Vec<Value> {
@@ -36,9 +40,20 @@ pub(crate) async fn consumers_of(b: &AppState, vhost: Option<&str>) -> Vec<Value
                 .filter(|c| c.connection != REMOTE_CONNECTION)
             {
                 let conn = b.connections.get(c.connection);
+                // A stream-protocol subscription: no channel (RabbitMQ names it ""), its
+                // activity and properties from the connection's record.
+                let stream = conn.as_ref().and_then(|info| {
+                    let id = c.tag.strip_prefix(STREAM_TAG_PREFIX)?.parse::<u8>().ok()?;
+                    (info.protocol == Protocol::Stream)
+                        .then(|| info.stream.consumers().into_iter().find(|s| s.id == id))
+                        .flatten()
+                });
                 let channel_details = match &conn {
                     Some(info) => json!({
-                        "name": format!("{} ({})", info.name(), c.channel),
+                        "name": match stream {
+                            Some(_) => String::new(),
+                            None => format!("{} ({})", info.name(), c.channel),
+                        },
                         "number": c.channel,
                         "connection_name": info.name(),
                         "peer_host": info.peer.ip().to_string(),
@@ -47,6 +62,21 @@ pub(crate) async fn consumers_of(b: &AppState, vhost: Option<&str>) -> Vec<Value
                         "node": super::node_name(b),
                     }),
                     None => json!({"number": c.channel}),
+                };
+                let (active, status, arguments) = match &stream {
+                    Some(s) => {
+                        let properties: serde_json::Map<String, Value> = s
+                            .properties
+                            .iter()
+                            .map(|(k, v)| (k.clone(), Value::String(v.clone())))
+                            .collect();
+                        (
+                            s.active.load(Relaxed),
+                            s.activity_status(),
+                            Value::Object(properties),
+                        )
+                    }
+                    None => (true, "up", json!({})),
                 };
                 out.push(json!({
                     "consumer_tag": c.tag.as_ref(),
@@ -57,9 +87,9 @@ pub(crate) async fn consumers_of(b: &AppState, vhost: Option<&str>) -> Vec<Value
                     "prefetch_count": c.prefetch,
                     "priority": c.priority,
                     "consumer_timeout": c.timeout,
-                    "active": true,
-                    "activity_status": "up",
-                    "arguments": {},
+                    "active": active,
+                    "activity_status": status,
+                    "arguments": arguments,
                 }));
             }
         }

@@ -49,6 +49,9 @@ pub enum StreamEvent {
     ConsumerUpdate { subscription: u8, active: bool },
 }
 
+/// The consumer tag of a stream-protocol subscription, before its id (RabbitMQ's).
+pub const STREAM_TAG_PREFIX: &str = "stream.subid-";
+
 /// What a stream-protocol connection asks of a stream's task.
 #[derive(Debug)]
 pub enum StreamCmd {
@@ -162,6 +165,21 @@ pub(super) struct Subscription {
 }
 
 impl Subscription {
+    /// How the management API lists it among the stream's consumers, as RabbitMQ does: tag
+    /// `stream.subid-<id>`, no channel, no acks, no prefetch.
+    pub(super) fn summary(&self) -> crate::queue::ConsumerSummary {
+        crate::queue::ConsumerSummary {
+            tag: Arc::from(format!("{STREAM_TAG_PREFIX}{}", self.id)),
+            channel: 0,
+            connection: self.connection,
+            ack_required: false,
+            exclusive: false,
+            prefetch: 0,
+            priority: 0,
+            timeout: 0,
+        }
+    }
+
     /// Tells the connection whether this single active consumer is now active.
     pub(super) fn tell_consumer_update(&self, active: bool) {
         let _ = self.events.send(StreamEvent::ConsumerUpdate {

@@ -14,7 +14,7 @@ mod clients;
 mod consumers;
 mod single_active;
 
-pub use clients::{EventSink, LogStats, StreamCmd, StreamEvent, MAX_BACKLOG};
+pub use clients::{EventSink, LogStats, StreamCmd, StreamEvent, MAX_BACKLOG, STREAM_TAG_PREFIX};
 pub use consumers::{consume_filter, consume_offset};
 pub use single_active::SingleActive;
 
@@ -426,7 +426,9 @@ impl StreamQueue {
                 let _ = reply.send(self.info());
             }
             QueueCmd::Consumers(reply) => {
-                let _ = reply.send(self.consumers.iter().map(|c| c.summary()).collect());
+                let amqp = self.consumers.iter().map(|c| c.summary());
+                let stream = self.subscriptions.iter().map(|s| s.summary());
+                let _ = reply.send(amqp.chain(stream).collect());
             }
             QueueCmd::Flush(reply) => {
                 let _ = reply.send(());
@@ -499,7 +501,7 @@ impl StreamQueue {
         super::QueueInfo {
             messages_ready: self.messages().min(u64::from(u32::MAX)) as u32,
             messages_unacknowledged: self.unacked.len() as u32,
-            consumers: self.consumers.len() as u32,
+            consumers: (self.consumers.len() + self.subscriptions.len()) as u32,
             message_bytes_ready: self.facts.bytes,
             stream: Some(self.facts),
             last_activity: self.last_activity,
