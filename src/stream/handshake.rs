@@ -58,9 +58,10 @@ impl Session {
             .collect()
     }
 
-    /// The user a SASL response logs in as, if its credentials hold: EXTERNAL's is the one
-    /// the verified certificate names (the response is not read), else the name and password.
-    async fn login(&self, mechanism: &str, response: &[u8]) -> (Option<String>, String) {
+    /// Whether a SASL response's credentials hold, and the user it names: EXTERNAL's is the
+    /// one the verified certificate names (the response is not read), else the name and
+    /// password.
+    async fn login(&self, mechanism: &str, response: &[u8]) -> (bool, String) {
         let known = |b: &Broker, name: &str| b.user(name).is_some();
         if mechanism == "EXTERNAL" {
             let name = self.cert_user.clone().unwrap_or_default();
@@ -68,7 +69,7 @@ impl Session {
             if !ok && !name.is_empty() && self.broker.catch_up().await {
                 ok = known(&self.broker, &name);
             }
-            return (ok.then(|| name.clone()), name);
+            return (ok, name);
         }
         let login = crate::amqp::sasl::parse_response(mechanism, response);
         let ok = |b: &Broker, name: &str, pass: &str| {
@@ -79,7 +80,7 @@ impl Session {
             accepted = login.as_ref().is_some_and(|(n, p)| ok(&self.broker, n, p));
         }
         let name = login.map(|(n, _)| n).unwrap_or_default();
-        (accepted.then(|| name.clone()), name)
+        (accepted, name)
     }
 
     pub(super) async fn sasl_handshake<W: AsyncWrite + Unpin>(
@@ -111,7 +112,7 @@ impl Session {
             return Next::Close;
         }
         let (accepted, name) = self.login(&mechanism, &response).await;
-        let c = if accepted.is_none() {
+        let c = if !accepted {
             code::AUTHENTICATION_FAILURE
         } else if !crate::auth::may_log_in_from(
             &self.broker.config.loopback_users,
