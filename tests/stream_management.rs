@@ -322,3 +322,29 @@ async fn a_deleted_streams_publishers_hear_of_it_and_leave_the_lists() {
     // Told once: nothing else follows.
     p.quiet(200).await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn stream_connections_count_toward_the_vhost_connection_limit() {
+    let b = broker().await;
+    let addr = b.server.stream_addr.expect("stream listener");
+    let auth = Some(("guest", "guest"));
+    let path = "/api/vhost-limits/%2F/max-connections";
+    let r = request(
+        b.server.http_addr,
+        "PUT",
+        path,
+        auth,
+        Some(r#"{"value": 1}"#),
+    )
+    .await;
+    assert!(r.status == 204 || r.status == 201, "{}", r.body);
+    let _first = StreamRaw::open(addr).await;
+    // Over the limit the open is refused as RabbitMQ refuses it.
+    assert_eq!(StreamRaw::try_open(addr).await.err(), Some(0x0c));
+    let r = request(b.server.http_addr, "DELETE", path, auth, None).await;
+    assert_eq!(r.status, 204, "{}", r.body);
+    assert!(
+        StreamRaw::try_open(addr).await.is_ok(),
+        "open once the limit is gone"
+    );
+}

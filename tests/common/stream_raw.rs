@@ -190,6 +190,14 @@ impl StreamRaw {
 
     /// Connects and runs the handshake as guest on vhost /.
     pub async fn open(addr: SocketAddr) -> StreamRaw {
+        match StreamRaw::try_open(addr).await {
+            Ok(r) => r,
+            Err(c) => panic!("open answered {c:#x}"),
+        }
+    }
+
+    /// The same, or the open's response code when it is refused.
+    pub async fn try_open(addr: SocketAddr) -> Result<StreamRaw, u16> {
         let s = within(tokio::net::TcpStream::connect(addr))
             .await
             .expect("connect");
@@ -215,7 +223,9 @@ impl StreamRaw {
         r.send(&open).await;
         let ok = r.frame().await;
         assert_eq!(&ok[..2], &[0x80, 0x15]);
-        assert_eq!(&ok[8..10], &[0, 1], "opened");
-        r
+        match u16::from_be_bytes([ok[8], ok[9]]) {
+            1 => Ok(r),
+            c => Err(c),
+        }
     }
 }
