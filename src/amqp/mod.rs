@@ -75,8 +75,12 @@ async fn connection_on(
             };
             handle(rd, wr, peer, deadline, broker, shutdown).await
         }
+        // Boxed: a plain connection's task must not carry the TLS state machine's size.
         Some(acceptor) => {
-            handle_tls(acceptor, socket, addr, local, deadline, broker, shutdown).await
+            Box::pin(handle_tls(
+                acceptor, socket, addr, local, deadline, broker, shutdown,
+            ))
+            .await
         }
     }
 }

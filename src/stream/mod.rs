@@ -73,7 +73,7 @@ async fn connection_on(
         return;
     };
     let deadline = crate::listener::handshake_deadline(&broker);
-    let mut transport = Transport {
+    let transport = Transport {
         peer,
         local,
         tls: None,
@@ -84,17 +84,29 @@ async fn connection_on(
             let (rd, wr) = socket.into_split();
             connection::run(rd, wr, transport, deadline, broker, shutdown).await
         }
-        Some(a) => {
-            let from = broker.config.ssl_cert_login_from;
-            let Some(accepted) = crate::tls::accept(&a, socket, peer, deadline, from).await else {
-                return;
-            };
-            transport.tls = Some(accepted.info);
-            transport.cert_user = accepted.cert_user;
-            let (rd, wr) = tokio::io::split(accepted.stream);
-            connection::run(rd, wr, transport, deadline, broker, shutdown).await
-        }
+        // Boxed: a plain connection's task must not carry the TLS state machine's size.
+        Some(a) => Box::pin(over_tls(a, socket, transport, deadline, broker, shutdown)).await,
     }
+}
+
+/// Runs one connection over TLS once its handshake is done.
+async fn over_tls(
+    acceptor: TlsAcceptor,
+    socket: TcpStream,
+    mut transport: Transport,
+    deadline: tokio::time::Instant,
+    broker: Arc<Broker>,
+    shutdown: watch::Receiver<bool>,
+) {
+    let from = broker.config.ssl_cert_login_from;
+    let peer = transport.peer;
+    let Some(accepted) = crate::tls::accept(&acceptor, socket, peer, deadline, from).await else {
+        return;
+    };
+    transport.tls = Some(accepted.info);
+    transport.cert_user = accepted.cert_user;
+    let (rd, wr) = tokio::io::split(accepted.stream);
+    connection::run(rd, wr, transport, deadline, broker, shutdown).await
 }
 
 /// The host and port the stream protocol's metadata and open name for this node, to a
