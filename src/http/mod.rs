@@ -430,37 +430,7 @@ pub fn router(broker: Arc<Broker>) -> Router {
             "/api/queues/quorum/{vhost}/{name}/status",
             get(quorum::status),
         )
-        .route("/api/stream/connections", get(streams::connections))
-        .route(
-            "/api/stream/connections/{vhost}",
-            get(streams::connections_of_vhost),
-        )
-        .route(
-            "/api/stream/connections/{vhost}/{name}",
-            get(streams::connection).delete(streams::close_connection),
-        )
-        .route(
-            "/api/stream/connections/{vhost}/{name}/publishers",
-            get(streams::connection_publishers),
-        )
-        .route(
-            "/api/stream/connections/{vhost}/{name}/consumers",
-            get(streams::connection_consumers),
-        )
-        .route("/api/stream/publishers", get(streams::publishers))
-        .route(
-            "/api/stream/publishers/{vhost}",
-            get(streams::publishers_of_vhost),
-        )
-        .route(
-            "/api/stream/publishers/{vhost}/{stream}",
-            get(streams::publishers_of_stream),
-        )
-        .route("/api/stream/consumers", get(streams::consumers))
-        .route(
-            "/api/stream/consumers/{vhost}",
-            get(streams::consumers_of_vhost),
-        )
+        .merge(streams::routes())
         .route("/api/consumers", get(consumers::list))
         .route("/api/consumers/{vhost}", get(consumers::of_vhost))
         .route("/api/channels", get(channels::list))

@@ -14,12 +14,41 @@ use crate::queue::stream::{LogStats, StreamCmd};
 use crate::stream_stats::{ConsumerStats, PublisherStats};
 use axum::extract::{Path, State};
 use axum::http::{HeaderMap, StatusCode};
+use axum::routing::get;
 use axum::Json;
+use axum::Router;
 use serde_json::{json, Value};
 use std::collections::HashMap;
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
 use tokio::sync::oneshot;
+
+/// The stream plugin's routes.
+pub(crate) fn routes() -> Router<AppState> {
+    Router::new()
+        .route("/api/stream/connections", get(connections))
+        .route("/api/stream/connections/{vhost}", get(connections_of_vhost))
+        .route(
+            "/api/stream/connections/{vhost}/{name}",
+            get(connection).delete(close_connection),
+        )
+        .route(
+            "/api/stream/connections/{vhost}/{name}/publishers",
+            get(connection_publishers),
+        )
+        .route(
+            "/api/stream/connections/{vhost}/{name}/consumers",
+            get(connection_consumers),
+        )
+        .route("/api/stream/publishers", get(publishers))
+        .route("/api/stream/publishers/{vhost}", get(publishers_of_vhost))
+        .route(
+            "/api/stream/publishers/{vhost}/{stream}",
+            get(publishers_of_stream),
+        )
+        .route("/api/stream/consumers", get(consumers))
+        .route("/api/stream/consumers/{vhost}", get(consumers_of_vhost))
+}
 
 /// The stream connections `user` may see (in `vhost`, when given), oldest first.
 fn stream_connections(b: &AppState, user: &User, vhost: Option<&str>) -> Vec<Arc<ConnectionInfo>> {
