@@ -229,6 +229,9 @@ pub struct StreamCounters {
     pub confirmed: AtomicU64,
     /// Messages (chunk entries) delivered to consumers.
     pub delivered: AtomicU64,
+    /// Bytes of chunk data the kernel sent from segment files to consumers' sockets
+    /// (`sendfile`), never copied through the broker.
+    pub sent_from_file: AtomicU64,
     errors: [AtomicU64; ERROR_CODES],
 }
 

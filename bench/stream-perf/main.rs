@@ -14,10 +14,13 @@
 //! `--fill-bytes` of message bodies are confirmed; `--mode attach` times subscribing at
 //! `--offset` and at `--timestamp` (ms) in an existing stream: from the subscribe request to
 //! the first chunk, each of `--attempts` on a fresh connection, checking that the chunk holds
-//! the offset asked for (`bench/stream_large`).
+//! the offset asked for (`bench/stream_large`); `--mode read` has `--consumers` connections
+//! each read an existing stream from `first` until they got `--expect` messages, and reports
+//! the aggregate rate (`bench/stream_protocol`'s fan-out).
 //!
 //! Usage: stream-perf --port P [--stream S] [--size B] [--duration S] [--window N] [--batch N]
-//!        [--mode run|fill|attach] [--fill-bytes N] [--offset O] [--timestamp MS] [--attempts N]
+//!        [--mode run|fill|attach|read] [--fill-bytes N] [--offset O] [--timestamp MS]
+//!        [--attempts N] [--consumers N] [--expect N]
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -41,6 +44,8 @@ struct Args {
     offset: u64,
     timestamp: i64,
     attempts: usize,
+    consumers: usize,
+    expect: u64,
 }
 
 fn args() -> Result<Args, String> {
@@ -56,6 +61,8 @@ fn args() -> Result<Args, String> {
         offset: 0,
         timestamp: 0,
         attempts: 10,
+        consumers: 1,
+        expect: 0,
     };
     let mut it = std::env::args().skip(1);
     while let Some(flag) = it.next() {
@@ -73,6 +80,8 @@ fn args() -> Result<Args, String> {
             "--offset" => a.offset = v.parse().map_err(|_| bad())?,
             "--timestamp" => a.timestamp = v.parse().map_err(|_| bad())?,
             "--attempts" => a.attempts = v.parse().map_err(|_| bad())?,
+            "--consumers" => a.consumers = v.parse().map_err(|_| bad())?,
+            "--expect" => a.expect = v.parse().map_err(|_| bad())?,
             _ => return Err(format!("unknown flag {flag}")),
         }
     }
@@ -100,7 +109,8 @@ const TUNE: u16 = 0x14;
 const OPEN: u16 = 0x15;
 const HEARTBEAT: u16 = 0x17;
 const RESPONSE: u16 = 0x8000;
-/// Offset specifications in a subscribe request: `next`, an offset, a timestamp.
+/// Offset specifications in a subscribe request: `first`, `next`, an offset, a timestamp.
+const OFFSET_FIRST: u16 = 1;
 const OFFSET_NEXT: u16 = 3;
 const OFFSET_AT: u16 = 4;
 const OFFSET_TIMESTAMP: u16 = 5;
@@ -282,6 +292,7 @@ async fn main() -> Result<(), Error> {
         "run" => run(a).await,
         "fill" => fill(a).await,
         "attach" => attach(a).await,
+        "read" => read(a).await,
         other => Err(format!("unknown mode {other}").into()),
     }
 }
@@ -493,6 +504,48 @@ async fn run(a: Args) -> Result<(), Error> {
             published - confirmed_n
         )
         .into());
+    }
+    Ok(())
+}
+
+/// `--consumers` connections read the stream from `first` at once, each until it got
+/// `--expect` messages: the time from the first subscription to the last reader done.
+async fn read(a: Args) -> Result<(), Error> {
+    if a.expect == 0 || a.consumers == 0 {
+        return Err("--mode read needs --expect and --consumers above 0".into());
+    }
+    let mut conns = Vec::new();
+    for _ in 0..a.consumers {
+        conns.push(Conn::open(a.port).await?);
+    }
+    let start = Instant::now();
+    let mut counts = Vec::new();
+    let mut readers = Vec::new();
+    for mut c in conns {
+        c.call(SUBSCRIBE, |r| {
+            r.u8(0).str(&a.stream).u16(OFFSET_FIRST).u16(10).u32(0)
+        })
+        .await?;
+        let consumed = Arc::new(AtomicU64::new(0));
+        counts.push(consumed.clone());
+        readers.push(tokio::spawn(consume(c, consumed)));
+    }
+    let limit = Duration::from_secs_f64(a.duration.max(60.0));
+    while counts.iter().any(|c| c.load(Ordering::Relaxed) < a.expect) {
+        if start.elapsed() > limit || readers.iter().any(|r| r.is_finished()) {
+            return Err("the readers did not get every message".into());
+        }
+        tokio::time::sleep(Duration::from_millis(2)).await;
+    }
+    let seconds = start.elapsed().as_secs_f64();
+    let total: u64 = counts.iter().map(|c| c.load(Ordering::Relaxed)).sum();
+    println!(
+        "{{\"consumers\": {}, \"consumed\": {total}, \"seconds\": {seconds:.3}, \"rate\": {:.1}}}",
+        a.consumers,
+        total as f64 / seconds
+    );
+    for r in readers {
+        r.abort();
     }
     Ok(())
 }

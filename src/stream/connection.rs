@@ -11,16 +11,31 @@ use super::session::{Next, Session};
 use super::Transport;
 use crate::broker::Broker;
 use crate::connections::ConnectionInfo;
-use crate::queue::stream::StreamEvent;
+use crate::queue::stream::{ChunkData, StreamEvent};
+use crate::store::stream::FileSpan;
 use bytes::{Buf, Bytes, BytesMut};
+use std::io::ErrorKind;
+use std::os::fd::AsFd;
+use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
 use std::time::Duration;
-use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, BufWriter};
+use tokio::io::{
+    AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, BufWriter, Interest, WriteHalf,
+};
+use tokio::net::tcp::OwnedWriteHalf;
+use tokio::net::TcpStream;
 use tokio::sync::{mpsc, watch};
 use tokio::time::Instant;
 
 /// Events written per wake-up before the socket is read again.
 const EVENTS_PER_TURN: usize = 256;
+
+/// Chunk data of at least this many bytes is sent from its file by the kernel (`sendfile`);
+/// smaller chunks cost less copied into the write buffer than a call of their own.
+const SENDFILE_MIN: usize = 64 * 1024;
+
+/// A read buffer grown past this by a large chunk is let go once written.
+const MAX_SCRATCH: usize = 1 << 20;
 
 /// Runs one connection, over TCP (`rd` and `wr` its halves) or TLS, from its first frame to
 /// its end; the handshake must be done by `deadline`.
@@ -33,7 +48,7 @@ pub async fn run<R, W>(
     mut shutdown: watch::Receiver<bool>,
 ) where
     R: AsyncRead + Unpin,
-    W: AsyncWrite + Unpin,
+    W: Outbound,
 {
     let peer = transport.peer;
     let mut wr = BufWriter::with_capacity(64 * 1024, wr);
@@ -42,6 +57,7 @@ pub async fn run<R, W>(
     // Its registry entry once open: a close through the management API wakes its `kill`.
     let mut info: Option<Arc<ConnectionInfo>> = None;
     let mut buf = BytesMut::with_capacity(64 * 1024);
+    let mut scratch = Vec::new();
     let mut last_read = Instant::now();
     let mut last_write = Instant::now();
     let mut ticker = tokio::time::interval(Duration::from_secs(1));
@@ -85,12 +101,12 @@ pub async fn run<R, W>(
                 }
             }
             Some(ev) = inbox.recv() => {
-                if write_event(&mut s, &mut wr, ev).await.is_err() {
+                if write_event(&mut s, &mut wr, ev, &mut scratch).await.is_err() {
                     break;
                 }
                 for _ in 0..EVENTS_PER_TURN {
                     let Ok(ev) = inbox.try_recv() else { break };
-                    if write_event(&mut s, &mut wr, ev).await.is_err() {
+                    if write_event(&mut s, &mut wr, ev, &mut scratch).await.is_err() {
                         break 'conn;
                     }
                 }
@@ -122,6 +138,60 @@ pub async fn run<R, W>(
     s.closed().await;
 }
 
+/// A connection's write half.
+pub trait Outbound: AsyncWrite + Unpin {
+    /// Its socket, when the kernel can send file bytes to it itself (plain TCP, not TLS).
+    fn socket(&self) -> Option<&TcpStream> {
+        None
+    }
+}
+
+impl Outbound for OwnedWriteHalf {
+    fn socket(&self) -> Option<&TcpStream> {
+        Some(self.as_ref())
+    }
+}
+
+impl<T: AsyncRead + AsyncWrite> Outbound for WriteHalf<T> {}
+
+/// Writes a chunk's data from its segment file: sent by the kernel from the page cache when
+/// it is large enough to be worth a call of its own and the socket is plain TCP, else read
+/// into `scratch` and written as any other bytes. True when the kernel sent it.
+async fn write_span<W: Outbound>(
+    wr: &mut BufWriter<W>,
+    span: &FileSpan,
+    scratch: &mut Vec<u8>,
+) -> std::io::Result<bool> {
+    if span.len() >= SENDFILE_MIN && wr.get_ref().socket().is_some() {
+        // What is buffered (this frame's head among it) goes first.
+        wr.flush().await?;
+        if let Some(socket) = wr.get_ref().socket() {
+            return send_file(socket, span).await.map(|()| true);
+        }
+    }
+    scratch.clear();
+    span.read_into(scratch)?;
+    wr.write_all(scratch).await?;
+    if scratch.capacity() > MAX_SCRATCH {
+        *scratch = Vec::new();
+    }
+    Ok(false)
+}
+
+/// Has the kernel send `span` to `socket`, waiting whenever the socket is full.
+async fn send_file(socket: &TcpStream, span: &FileSpan) -> std::io::Result<()> {
+    let mut done = 0;
+    while done < span.len() {
+        socket.writable().await?;
+        match socket.try_io(Interest::WRITABLE, || span.send_to(socket.as_fd(), done)) {
+            Ok(n) => done += n,
+            Err(e) if e.kind() == ErrorKind::WouldBlock => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(())
+}
+
 /// Waits until the connection is asked to close (never, before it is open).
 async fn killed(info: Option<&ConnectionInfo>) {
     match info {
@@ -151,11 +221,12 @@ fn next_frame(buf: &mut BytesMut, frame_max: u32) -> Result<Option<Bytes>, TooLa
     Ok(Some(buf.split_to(len).freeze()))
 }
 
-/// Writes what a stream's task sent.
-async fn write_event<W: AsyncWrite + Unpin>(
+/// Writes what a stream's task sent (`scratch`: room to read chunks into).
+async fn write_event<W: Outbound>(
     s: &mut Session,
     wr: &mut BufWriter<W>,
     ev: StreamEvent,
+    scratch: &mut Vec<u8>,
 ) -> std::io::Result<()> {
     match ev {
         StreamEvent::Confirmed { publisher, ids } => {
@@ -189,7 +260,17 @@ async fn write_event<W: AsyncWrite + Unpin>(
             head[9..17].copy_from_slice(&committed_chunk.to_be_bytes());
             wr.write_all(&head[..4 + head_len]).await?;
             wr.write_all(&header).await?;
-            wr.write_all(&data).await?;
+            match data {
+                ChunkData::Bytes(b) => wr.write_all(&b).await?,
+                ChunkData::File(span) => {
+                    if write_span(wr, &span, scratch).await? {
+                        let counters = &s.broker.connections.stream;
+                        counters
+                            .sent_from_file
+                            .fetch_add(span.len() as u64, Relaxed);
+                    }
+                }
+            }
             s.delivered(subscription, &header);
             s.chunk_written(bytes).await;
             Ok(())

@@ -11,7 +11,7 @@ use super::StreamQueue;
 use crate::store::stream::bloom::BloomMatcher;
 use crate::store::stream::chunk::{self, ChunkBuilder, Entries, Entry, CHUNK_USER};
 use crate::store::stream::record;
-use crate::store::stream::{LogReader, OffsetSpec};
+use crate::store::stream::{FileSpan, LogReader, OffsetSpec};
 use bytes::Bytes;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -38,7 +38,7 @@ pub enum StreamEvent {
     Chunk {
         subscription: u8,
         header: [u8; chunk::HEADER_LEN],
-        data: Bytes,
+        data: ChunkData,
         /// The id (first offset) of the stream's last committed chunk, for deliver v2.
         committed_chunk: u64,
     },
@@ -47,6 +47,30 @@ pub enum StreamEvent {
     /// Single active consumer: subscription `subscription` is now the active member of its
     /// group (it reads once the client answered with an offset) or no longer is.
     ConsumerUpdate { subscription: u8, active: bool },
+}
+
+/// A delivered chunk's data entries.
+#[derive(Debug)]
+pub enum ChunkData {
+    /// Read, with records converted for stream-protocol readers, by the stream's task.
+    Bytes(Bytes),
+    /// As they lie in the segment file, for the connection to send from there.
+    File(FileSpan),
+}
+
+impl ChunkData {
+    /// Its length in bytes.
+    pub fn len(&self) -> usize {
+        match self {
+            ChunkData::Bytes(b) => b.len(),
+            ChunkData::File(f) => f.len(),
+        }
+    }
+
+    /// Whether it holds no bytes.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
 }
 
 /// The consumer tag of a stream-protocol subscription, before its id (RabbitMQ's).
@@ -434,7 +458,7 @@ impl StreamQueue {
                 let Some(reader) = s.reader.as_mut() else {
                     break;
                 };
-                let (h, bytes) = match reader.next_chunk(committed) {
+                let c = match reader.next_chunk_at(committed) {
                     Ok(Some(c)) => c,
                     Ok(None) => break,
                     Err(e) => {
@@ -442,24 +466,31 @@ impl StreamQueue {
                         break;
                     }
                 };
-                if h.chunk_type != CHUNK_USER {
+                if c.header.chunk_type != CHUNK_USER {
                     continue;
                 }
                 // A chunk the subscription's filter rules out is skipped, its credit kept.
-                if let Some(f) = &s.filter {
-                    let bloom = bytes
-                        .get(chunk::HEADER_LEN..h.data_start())
-                        .unwrap_or_default();
-                    if !f.matches(bloom) {
-                        continue;
-                    }
+                if s.filter.as_ref().is_some_and(|f| !f.matches(&c.bloom)) {
+                    continue;
                 }
-                let start = h.data_start();
-                let data = Bytes::from(bytes).slice(start..start + h.data_len as usize);
-                let (h, data) = for_stream_readers(h, data);
+                // Its data goes as it lies in the file unless records need converting.
+                let (h, data) = match c.header.verbatim {
+                    true => (c.header, ChunkData::File(c.data)),
+                    false => {
+                        let mut bytes = Vec::new();
+                        if let Err(e) = c.data.read_into(&mut bytes) {
+                            tracing::error!(queue = %self.shared.name, error = %e, "reading the stream failed");
+                            gone.push((s.connection, s.id));
+                            break;
+                        }
+                        let (h, data) = for_stream_readers(c.header, Bytes::from(bytes));
+                        (h, ChunkData::Bytes(data))
+                    }
+                };
                 let header = chunk::ChunkHeader {
                     bloom_len: 0,
                     trailer_len: 0,
+                    verbatim: false,
                     ..h
                 };
                 s.backlog

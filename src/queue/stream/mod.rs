@@ -14,7 +14,9 @@ mod clients;
 mod consumers;
 mod single_active;
 
-pub use clients::{EventSink, LogStats, StreamCmd, StreamEvent, MAX_BACKLOG, STREAM_TAG_PREFIX};
+pub use clients::{
+    ChunkData, EventSink, LogStats, StreamCmd, StreamEvent, MAX_BACKLOG, STREAM_TAG_PREFIX,
+};
 pub use consumers::{consume_filter, consume_offset};
 pub use single_active::SingleActive;
 

@@ -13,6 +13,9 @@ pub const HEADER_LEN: usize = 48;
 /// Magic 5 in the high nibble, chunk format version 0 in the low one.
 const MAGIC_VERSION: u8 = 0x50;
 
+/// First byte of a record holding an AMQP 0-9-1 message ([`super::record`]).
+pub const AMQP_091: u8 = 0xA9;
+
 /// The type of a chunk holding messages (others hold offset-tracking state).
 pub const CHUNK_USER: u8 = 0;
 
@@ -56,6 +59,10 @@ pub struct ChunkHeader {
     pub trailer_len: u32,
     /// Bytes of Bloom filter after the header.
     pub bloom_len: u8,
+    /// No record in it is an AMQP 0-9-1 message (tag [`AMQP_091`]), so stream-protocol
+    /// readers take its data as it is on disk. Kept in the first reserved byte (osiris writes
+    /// 0 there, as readers are sent): a chunk without it is checked record by record.
+    pub verbatim: bool,
 }
 
 fn be_u32(b: &[u8], at: usize) -> u32 {
@@ -85,6 +92,7 @@ impl ChunkHeader {
         h[36..40].copy_from_slice(&self.data_len.to_be_bytes());
         h[40..44].copy_from_slice(&self.trailer_len.to_be_bytes());
         h[44] = self.bloom_len;
+        h[45] = u8::from(self.verbatim);
         h
     }
 
@@ -107,6 +115,7 @@ impl ChunkHeader {
             data_len: be_u32(b, 36),
             trailer_len: be_u32(b, 40),
             bloom_len: b[44],
+            verbatim: b[45] & 1 == 1,
         })
     }
 
@@ -241,6 +250,8 @@ pub struct ChunkBuilder {
     writers: Vec<(String, u64)>,
     /// The filter values of its entries ([`super::bloom`]).
     bloom: BloomBuilder,
+    /// Whether a record is an AMQP 0-9-1 message ([`ChunkHeader::verbatim`]).
+    has_091: bool,
 }
 
 impl Default for ChunkBuilder {
@@ -260,6 +271,7 @@ impl ChunkBuilder {
             records: 0,
             writers: Vec::new(),
             bloom: BloomBuilder::new(DEFAULT_FILTER_SIZE),
+            has_091: false,
         }
     }
 
@@ -293,6 +305,7 @@ impl ChunkBuilder {
             return false;
         }
         self.bloom.add(filter);
+        self.has_091 |= parts.iter().find_map(|p| p.first()) == Some(&AMQP_091);
         self.buf.extend_from_slice(&(len as u32).to_be_bytes());
         for p in parts {
             self.buf.extend_from_slice(p);
@@ -387,6 +400,7 @@ impl ChunkBuilder {
             data_len,
             trailer_len,
             bloom_len,
+            verbatim: !self.has_091,
         };
         self.buf[..HEADER_LEN].copy_from_slice(&header.encode());
         (header, self.buf)
@@ -433,6 +447,27 @@ mod tests {
         let mut bad = bytes;
         bad[0] = 0;
         assert_eq!(ChunkHeader::decode(&bad), Err(ChunkError::Magic(0)));
+    }
+
+    #[test]
+    fn a_chunk_says_whether_stream_readers_can_take_it_as_it_is() {
+        let mut plain = ChunkBuilder::default();
+        assert!(plain.push_simple(&[0x00, 0x53, 0x75]));
+        assert!(plain.push_sub_batch(0, 2, 4, &[AMQP_091, 1, 2, 3]));
+        let (h, bytes) = plain.finish(0, 1, 1);
+        assert!(
+            h.verbatim,
+            "AMQP 1.0 records and sub-batches are delivered as written"
+        );
+        assert_eq!(bytes[45], 1);
+        assert!(ChunkHeader::decode(&bytes).expect("header").verbatim);
+
+        let mut mixed = ChunkBuilder::default();
+        assert!(mixed.push_simple(&[0x00, 0x53]));
+        assert!(mixed.push_simple_parts(&[&[], &[AMQP_091, 0], b"rest"]));
+        let (h, bytes) = mixed.finish(0, 1, 1);
+        assert!(!h.verbatim, "an AMQP 0-9-1 record must be converted");
+        assert_eq!(&bytes[45..48], &[0, 0, 0], "osiris's reserved bytes");
     }
 
     #[test]

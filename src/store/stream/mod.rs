@@ -16,6 +16,7 @@ pub mod chunk;
 pub mod index;
 pub mod record;
 mod segment;
+mod span;
 pub mod tracking;
 
 use chunk::{ChunkBuilder, ChunkHeader};
@@ -23,6 +24,9 @@ use segment::{index_path, segment_path, OpenSegment, SegmentInfo, SEGMENT_HEADER
 use std::collections::{HashMap, VecDeque};
 use std::fs::File;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+pub use span::FileSpan;
 
 /// Why the log could not be used.
 #[derive(Debug, thiserror::Error)]
@@ -401,8 +405,19 @@ impl StreamLog {
 /// Reads chunks in order from a position, on its own file handles.
 pub struct LogReader {
     dir: PathBuf,
-    file: File,
+    file: Arc<File>,
     at: Position,
+}
+
+/// A chunk as [`LogReader::next_chunk_at`] finds it: its header and Bloom filter read, its
+/// data left where it lies.
+pub struct ChunkAt {
+    /// Its header.
+    pub header: ChunkHeader,
+    /// Its Bloom filter (empty when it has none).
+    pub bloom: Vec<u8>,
+    /// Its data entries.
+    pub data: FileSpan,
 }
 
 impl LogReader {
@@ -411,7 +426,7 @@ impl LogReader {
         let file = File::open(&path).map_err(io_err(&path))?;
         Ok(LogReader {
             dir: dir.to_owned(),
-            file,
+            file: Arc::new(file),
             at,
         })
     }
@@ -428,13 +443,39 @@ impl LogReader {
         &mut self,
         committed: u64,
     ) -> Result<Option<(ChunkHeader, Vec<u8>)>, StreamLogError> {
+        self.advance(committed, segment::read_chunk_at)
+    }
+
+    /// The same chunk as [`LogReader::next_chunk`], its data not read: for a reader that
+    /// passes the data on (to a socket) rather than looks into it.
+    pub fn next_chunk_at(&mut self, committed: u64) -> Result<Option<ChunkAt>, StreamLogError> {
+        let found = self.advance(committed, segment::read_head_at)?;
+        Ok(found.map(|(header, bloom)| {
+            // The chunk was read from the reader's current file and it stepped past it.
+            let pos = self.at.pos - header.total_len() + header.data_start() as u64;
+            let data = FileSpan::new(self.file.clone(), pos, header.data_len as usize);
+            ChunkAt {
+                header,
+                bloom,
+                data,
+            }
+        }))
+    }
+
+    /// Reads the next chunk with `read` (header first), checks it is the offset expected,
+    /// and steps past it, into the next segment at the end of one.
+    fn advance<T>(
+        &mut self,
+        committed: u64,
+        read: impl Fn(&File, u64) -> std::io::Result<Option<(ChunkHeader, T)>>,
+    ) -> Result<Option<(ChunkHeader, T)>, StreamLogError> {
         loop {
             if self.at.chunk_id >= committed {
                 return Ok(None);
             }
             let path = segment_path(&self.dir, self.at.segment);
-            match segment::read_chunk_at(&self.file, self.at.pos).map_err(io_err(&path))? {
-                Some((h, bytes)) if h.next_offset() <= committed => {
+            match read(&self.file, self.at.pos).map_err(io_err(&path))? {
+                Some((h, found)) if h.next_offset() <= committed => {
                     if h.first_offset != self.at.chunk_id {
                         return Err(StreamLogError::Corrupt {
                             path,
@@ -446,7 +487,7 @@ impl LogReader {
                     }
                     self.at.pos += h.total_len();
                     self.at.chunk_id = h.next_offset();
-                    return Ok(Some((h, bytes)));
+                    return Ok(Some((h, found)));
                 }
                 Some(_) => return Ok(None),
                 None => {
@@ -455,7 +496,7 @@ impl LogReader {
                     if self.at.segment == self.at.chunk_id || !next.exists() {
                         return Ok(None);
                     }
-                    self.file = File::open(&next).map_err(io_err(&next))?;
+                    self.file = Arc::new(File::open(&next).map_err(io_err(&next))?);
                     self.at.segment = self.at.chunk_id;
                     self.at.pos = SEGMENT_HEADER_LEN;
                 }

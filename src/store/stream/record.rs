@@ -8,9 +8,7 @@ use crate::message::{HotProperties, Message};
 use bytes::Bytes;
 
 use super::chunk::ChunkBuilder;
-
-/// First byte of a record holding an AMQP 0-9-1 message.
-pub const AMQP_091: u8 = 0xA9;
+pub use super::chunk::AMQP_091;
 
 /// Appends `msg` to a chunk as one record; false when the chunk has no room for it.
 pub fn push_message(chunk: &mut ChunkBuilder, msg: &Message, filter: Option<&[u8]>) -> bool {

@@ -112,6 +112,34 @@ pub fn read_chunk_at(f: &File, pos: u64) -> std::io::Result<Option<(ChunkHeader,
     }
 }
 
+/// Reads the header and Bloom filter of the chunk at `pos` (one read, two for a filter the
+/// first did not reach): None when there is no chunk there. The data is not read, nor checked.
+pub fn read_head_at(f: &File, pos: u64) -> std::io::Result<Option<(ChunkHeader, Vec<u8>)>> {
+    let mut head = [0u8; HEADER_LEN + u8::MAX as usize];
+    let n = loop {
+        match f.read_at(&mut head, pos) {
+            Err(e) if e.kind() == ErrorKind::Interrupted => continue,
+            r => break r?,
+        }
+    };
+    let Some(Ok(h)) = head.get(..n).map(ChunkHeader::decode) else {
+        return Ok(None);
+    };
+    if h.total_len() > LARGE_CHUNK && pos.saturating_add(h.total_len()) > f.metadata()?.len() {
+        return Ok(None);
+    }
+    let bloom_end = h.data_start();
+    if n >= bloom_end {
+        return Ok(Some((h, head[HEADER_LEN..bloom_end].to_vec())));
+    }
+    let mut bloom = vec![0u8; usize::from(h.bloom_len)];
+    match f.read_exact_at(&mut bloom, pos + HEADER_LEN as u64) {
+        Ok(()) => Ok(Some((h, bloom))),
+        Err(e) if e.kind() == ErrorKind::UnexpectedEof => Ok(None),
+        Err(e) => Err(e),
+    }
+}
+
 /// The trailer of the chunk at `pos`, when it has one (the header and the trailer are read,
 /// not the data).
 pub fn read_trailer(f: &File, pos: u64) -> std::io::Result<Option<Vec<u8>>> {

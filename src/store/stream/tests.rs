@@ -78,6 +78,47 @@ fn appends_roll_over_segments_and_read_back_in_order() {
 }
 
 #[test]
+fn chunks_left_in_their_files_match_the_chunks_read_whole() {
+    let dir = tempfile::tempdir().expect("dir");
+    let mut log = StreamLog::open(dir.path(), small()).expect("open");
+    fill(&mut log, 12);
+    let mut filtered = ChunkBuilder::default().with_filter_size(16);
+    assert!(filtered.push_filtered(&[b"tagged"], Some(b"eu")));
+    log.append(filtered, 99_000)
+        .expect("append")
+        .expect("a chunk");
+    log.sync().expect("sync");
+    let committed = log.next_offset();
+    let mut whole = log.reader(OffsetSpec::First).expect("reader");
+    let mut spans = log.reader(OffsetSpec::First).expect("reader");
+    let (mut chunks, mut filters) = (0, 0);
+    while let Some((h, bytes)) = whole.next_chunk(committed).expect("read") {
+        let at = spans
+            .next_chunk_at(committed)
+            .expect("read")
+            .expect("the same chunk");
+        assert_eq!(at.header, h);
+        assert_eq!(at.bloom, &bytes[chunk::HEADER_LEN..h.data_start()]);
+        filters += usize::from(!at.bloom.is_empty());
+        let mut data = Vec::new();
+        at.data.read_into(&mut data).expect("data");
+        assert_eq!(
+            data,
+            &bytes[h.data_start()..h.data_start() + h.data_len as usize]
+        );
+        chunks += 1;
+    }
+    assert_eq!(
+        (chunks, filters),
+        (13, 1),
+        "across {} segments",
+        log.segments()
+    );
+    assert!(spans.next_chunk_at(committed).expect("read").is_none());
+    assert_eq!(spans.next_chunk_id(), committed);
+}
+
+#[test]
 fn every_offset_specification_finds_its_chunk() {
     let dir = tempfile::tempdir().expect("dir");
     let mut log = StreamLog::open(dir.path(), small()).expect("open");
