@@ -277,7 +277,8 @@ impl StreamLog {
         }
         let timestamp = now_ms.max(self.last_timestamp);
         let (h, bytes) = chunk.finish(self.next_offset(), timestamp, self.options.epoch);
-        self.active.append(&self.dir, &h, &bytes)?;
+        let max = self.options.max_segment_bytes;
+        self.active.append(&self.dir, &h, &bytes, max)?;
         self.last_timestamp = timestamp;
         Ok(Some(h))
     }

@@ -178,9 +178,13 @@ fn a_torn_or_corrupt_tail_is_cut_at_recovery() {
     let before_last = log.size_bytes();
     log.append(chunk_of(&["flipped"]), 20_000).expect("append");
     log.sync().expect("sync");
+    let end = log.size_bytes() as usize - 2;
     drop(log);
     let mut bytes = std::fs::read(&seg).expect("read");
-    let end = bytes.len() - 2;
+    assert!(
+        bytes.len() > end + 2,
+        "small chunks are written into a runway of zeros"
+    );
     bytes[end] ^= 0x10;
     std::fs::write(&seg, &bytes).expect("write");
     let log = StreamLog::open(dir.path(), LogOptions::default()).expect("reopen");
@@ -207,6 +211,60 @@ fn a_torn_or_corrupt_tail_is_cut_at_recovery() {
         read_all(&mut log.reader(OffsetSpec::First).expect("r"), 12).len(),
         12
     );
+}
+
+#[test]
+fn small_chunks_go_into_a_runway_of_zeros_that_sealing_and_reopening_cut() {
+    let dir = tempfile::tempdir().expect("dir");
+    let options = LogOptions {
+        max_segment_bytes: 64 << 10,
+        epoch: 1,
+    };
+    let file_len = |first| {
+        std::fs::metadata(segment_path(dir.path(), first))
+            .expect("segment")
+            .len()
+    };
+    let mut log = StreamLog::open(dir.path(), options).expect("open");
+    fill(&mut log, 3);
+    assert_eq!(
+        file_len(0),
+        64 << 10,
+        "zeros written ahead, up to the segment's size"
+    );
+    assert!(log.size_bytes() < 1000);
+    // Enough to seal the first segment: it is cut to its chunks, the second has a runway.
+    while log.segments() < 2 {
+        fill(&mut log, 50);
+    }
+    let mut firsts: Vec<u64> = std::fs::read_dir(dir.path())
+        .expect("dir")
+        .filter_map(|e| {
+            let name = e.expect("entry").file_name().to_string_lossy().into_owned();
+            name.strip_suffix(".segment")?.parse().ok()
+        })
+        .collect();
+    firsts.sort();
+    let [sealed, active] = firsts[..] else {
+        panic!("two segments: {firsts:?}");
+    };
+    let (next, size) = (log.next_offset(), log.size_bytes());
+    assert_eq!(sealed, 0);
+    let sealed_bytes = std::fs::read(segment_path(dir.path(), sealed)).expect("read");
+    assert_ne!(
+        sealed_bytes.last(),
+        Some(&0),
+        "a sealed segment ends with its last chunk"
+    );
+    assert!(file_len(sealed) + file_len(active) > size, "the runway");
+    drop(log);
+    // Reopening keeps every chunk and drops the zeros.
+    let log = StreamLog::open(dir.path(), options).expect("reopen");
+    assert_eq!((log.next_offset(), log.size_bytes()), (next, size));
+    assert_eq!(file_len(sealed) + file_len(active), size);
+    let all = read_all(&mut log.reader(OffsetSpec::First).expect("r"), next);
+    assert_eq!(all.len() as u64, next);
+    assert_eq!(all.last(), Some(&(next - 1, format!("m{}", next - 1))));
 }
 
 fn first_record(log: &StreamLog, spec: OffsetSpec) -> Option<(u64, String)> {
