@@ -46,15 +46,7 @@ async fn consumer(env: &Environment, offset: OffsetSpecification) -> Consumer {
 async fn large_chunks_go_from_the_file_to_plain_sockets_and_arrive_whole_everywhere() {
     let pki = pki();
     let files = pki.server_files();
-    let (cert, key, ca) = (files.cert.clone(), files.key.clone(), files.ca.clone());
-    let b = start_with(|c| {
-        c.stream_listen = Some("127.0.0.1:0".parse().expect("addr"));
-        c.stream_tls_listen = Some("127.0.0.1:0".parse().expect("addr"));
-        c.tls_cert = Some(cert);
-        c.tls_key = Some(key);
-        c.tls_ca = Some(ca);
-    })
-    .await;
+    let b = start_with(|c| files.stream_listeners(c)).await;
     let counters = &b.server.broker.connections.stream;
     let plain = env(&b).await;
     within(plain.stream_creator().create("big"))

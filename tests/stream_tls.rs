@@ -28,14 +28,9 @@ struct TlsBroker {
 async fn start_tls() -> TlsBroker {
     let pki = pki();
     let files = pki.server_files();
-    let (cert, key, ca) = (files.cert.clone(), files.key.clone(), files.ca.clone());
-    let ca_path = ca.clone();
+    let ca_path = files.ca.clone();
     let b = start_with(|c| {
-        c.stream_listen = Some("127.0.0.1:0".parse().expect("addr"));
-        c.stream_tls_listen = Some("127.0.0.1:0".parse().expect("addr"));
-        c.tls_cert = Some(cert);
-        c.tls_key = Some(key);
-        c.tls_ca = Some(ca);
+        files.stream_listeners(c);
         c.auth_mechanisms = vec!["PLAIN".into(), "EXTERNAL".into()];
         c.ssl_cert_login_from = CertLoginFrom::CommonName;
     })

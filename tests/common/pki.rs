@@ -86,6 +86,18 @@ pub struct ServerFiles {
     pub ca: PathBuf,
 }
 
+impl ServerFiles {
+    /// Names these files in a broker's configuration, with plain and TLS stream listeners on
+    /// free ports.
+    pub fn stream_listeners(&self, c: &mut warren::config::Config) {
+        c.stream_listen = Some("127.0.0.1:0".parse().expect("addr"));
+        c.stream_tls_listen = Some("127.0.0.1:0".parse().expect("addr"));
+        c.tls_cert = Some(self.cert.clone());
+        c.tls_key = Some(self.key.clone());
+        c.tls_ca = Some(self.ca.clone());
+    }
+}
+
 impl Pki {
     /// Writes the files a TLS listener's configuration names.
     pub fn server_files(&self) -> ServerFiles {
