@@ -61,8 +61,8 @@ pub struct OpenSegment {
 /// Zeros written ahead of small chunks. Overwriting blocks the file already has on disk
 /// changes no metadata, so the `fdatasync` a confirm waits for writes the data alone (about
 /// half the time of one that must also journal a new size or extent, measured on ext4); the
-/// zeros cost one larger sync per runway, and a stream's disk use is at most this more. Large chunks are appended as they are: they
-/// already amortize the metadata.
+/// zeros cost one larger sync per half runway, and a stream's disk use is at most this more.
+/// Large chunks are appended as they are: they already amortize the metadata.
 const RUNWAY: u64 = 1 << 20;
 
 /// Chunks smaller than this are written into a runway of zeros.
