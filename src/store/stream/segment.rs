@@ -103,6 +103,12 @@ fn check_magic(f: &File, path: &Path, magic: &[u8; 8]) -> Result<(), StreamLogEr
 /// Chunks larger than this are checked against the file's size before they are read.
 const LARGE_CHUNK: u64 = 16 << 20;
 
+/// Whether the header at `pos` claims more than the file holds (a corrupt one can claim
+/// gigabytes): the file's size is asked only for large claims, so normal reads cost no call.
+fn claims_past_end(f: &File, pos: u64, h: &ChunkHeader) -> std::io::Result<bool> {
+    Ok(h.total_len() > LARGE_CHUNK && pos.saturating_add(h.total_len()) > f.metadata()?.len())
+}
+
 /// Reads the chunk at `pos` whole: None when the bytes there are no complete chunk.
 pub fn read_chunk_at(f: &File, pos: u64) -> std::io::Result<Option<(ChunkHeader, Vec<u8>)>> {
     let mut head = [0u8; HEADER_LEN];
@@ -114,9 +120,7 @@ pub fn read_chunk_at(f: &File, pos: u64) -> std::io::Result<Option<(ChunkHeader,
     let Ok(h) = ChunkHeader::decode(&head) else {
         return Ok(None);
     };
-    // A header claiming more than the file holds (a corrupt one can claim gigabytes) is no
-    // chunk: the file's size is asked only for large claims, so normal reads cost no call.
-    if h.total_len() > LARGE_CHUNK && pos.saturating_add(h.total_len()) > f.metadata()?.len() {
+    if claims_past_end(f, pos, &h)? {
         return Ok(None);
     }
     let mut bytes = vec![0u8; h.total_len() as usize];
@@ -140,7 +144,7 @@ pub fn read_head_at(f: &File, pos: u64) -> std::io::Result<Option<(ChunkHeader, 
     let Some(Ok(h)) = head.get(..n).map(ChunkHeader::decode) else {
         return Ok(None);
     };
-    if h.total_len() > LARGE_CHUNK && pos.saturating_add(h.total_len()) > f.metadata()?.len() {
+    if claims_past_end(f, pos, &h)? {
         return Ok(None);
     }
     let bloom_end = h.data_start();
