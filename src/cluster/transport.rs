@@ -2,9 +2,14 @@
 //! and one response at a time per connection, after the secret handshake (inside TLS, both
 //! ways verified, when the node has `cluster_tls`).
 //!
-//! A [`Peer`] keeps a few idle connections to one node and opens more when calls overlap (a
-//! replication stream, a vote, forwarded writes), so no call waits behind another and no lock
-//! is held across a network wait.
+//! A [`Peer`] keeps idle connections to one node and opens more when calls overlap (a
+//! replication stream per busy group, a vote, forwarded writes), so no call waits behind
+//! another and no lock is held across a network wait. A connection goes back to the pool
+//! after its call: as many stay as calls overlapped lately (up to [`MOST_IDLE`]), those
+//! beyond [`IDLE_PER_PEER`] until a call finds them unused for [`IDLE_LINGER`]. Busy groups
+//! then reuse connections instead of opening one per append: a connect and handshake per
+//! call, on a loaded node, outlasted the groups' RPC timeout and pings, and the groups
+//! flapped.
 
 use super::codec;
 use super::handshake::{self, HandshakeError};
@@ -24,8 +29,13 @@ use tokio_rustls::{TlsAcceptor, TlsConnector};
 /// How long connecting plus the handshake may take.
 pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(2);
 
-/// Idle connections kept per peer.
+/// Idle connections kept per peer however long they go unused.
 const IDLE_PER_PEER: usize = 4;
+/// Idle connections kept per peer at most.
+const MOST_IDLE: usize = 512;
+/// How long an idle connection beyond [`IDLE_PER_PEER`] is kept unused (it goes at the next
+/// call after that).
+const IDLE_LINGER: Duration = Duration::from_secs(30);
 
 /// An inter-node byte stream: TCP, or TLS over it.
 trait Io: AsyncRead + AsyncWrite + Unpin + Send {}
@@ -71,7 +81,8 @@ pub struct Peer {
     tls: Option<TlsConnector>,
     /// The local address connections leave from (None: the system's choice).
     bind: Option<IpAddr>,
-    idle: Mutex<Vec<Conn>>,
+    /// Idle connections, the most recently used last, with when each was put back.
+    idle: Mutex<Vec<(Conn, tokio::time::Instant)>>,
     /// Request bytes sent to the peer and answer bytes received from it (frames' payloads).
     sent: std::sync::atomic::AtomicU64,
     received: std::sync::atomic::AtomicU64,
@@ -164,7 +175,12 @@ impl Peer {
         };
         let bytes = codec::encode(req).map_err(|e| failed(e.to_string()))?;
         let deadline = tokio::time::Instant::now() + timeout;
-        let mut reused = self.idle.lock().ok().and_then(|mut idle| idle.pop());
+        let mut reused = self
+            .idle
+            .lock()
+            .ok()
+            .and_then(|mut idle| idle.pop())
+            .map(|(conn, _)| conn);
         let (conn, answer) = loop {
             let fresh = reused.is_none();
             let mut conn = match reused.take() {
@@ -190,11 +206,25 @@ impl Peer {
             self.sent.fetch_add(bytes.len() as u64, Relaxed);
             self.received.fetch_add(answer.len() as u64, Relaxed);
         }
-        if let Ok(mut idle) = self.idle.lock() {
-            if idle.len() < IDLE_PER_PEER {
-                idle.push(conn);
+        // Closed once the lock is released.
+        let _stale: Vec<_> = match self.idle.lock() {
+            Ok(mut idle) => {
+                let now = tokio::time::Instant::now();
+                // The least recently used come first: those beyond the few always kept go
+                // once they have lingered unused.
+                let stale = idle
+                    .iter()
+                    .take(idle.len().saturating_sub(IDLE_PER_PEER))
+                    .take_while(|(_, at)| now.duration_since(*at) >= IDLE_LINGER)
+                    .count();
+                let stale = idle.drain(..stale).collect();
+                if idle.len() < MOST_IDLE {
+                    idle.push((conn, now));
+                }
+                stale
             }
-        }
+            Err(_) => Vec::new(),
+        };
         Ok(response)
     }
 }
@@ -279,5 +309,66 @@ async fn connection<H: Handler>(
         if codec::write_frame(&mut conn, &out).await.is_err() {
             return;
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Answers pings after a while.
+    struct Slow;
+
+    impl Handler for Slow {
+        async fn handle(&self, _from: NodeId, _req: Request) -> Response {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+            Response::Pong("b".into())
+        }
+    }
+
+    async fn overlapping(peer: &Arc<Peer>, n: usize) {
+        let mut calls = JoinSet::new();
+        for _ in 0..n {
+            let peer = peer.clone();
+            calls.spawn(async move { peer.call(&Request::Ping, Duration::from_secs(5)).await });
+        }
+        while let Some(r) = calls.join_next().await {
+            assert!(matches!(r.expect("joined"), Ok(Response::Pong(_))));
+        }
+    }
+
+    fn idle(peer: &Peer) -> usize {
+        peer.idle.lock().expect("lock").len()
+    }
+
+    #[tokio::test]
+    async fn overlapping_calls_leave_their_connections_for_the_next_ones() {
+        let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+        let addr = listener.local_addr().expect("addr").to_string();
+        let secret: Arc<[u8]> = Arc::from(&b"cookie"[..]);
+        let (stop, stopped) = watch::channel(false);
+        let handler = Arc::new(Slow);
+        tokio::spawn(serve(listener, secret.clone(), None, handler, stopped));
+        let peer = Arc::new(Peer::new(addr, secret, 7, None, None));
+
+        overlapping(&peer, 16).await;
+        assert_eq!(
+            idle(&peer),
+            16,
+            "every connection of 16 overlapping calls is kept"
+        );
+        overlapping(&peer, 16).await;
+        assert_eq!(idle(&peer), 16, "16 more overlapping calls open none");
+
+        // Unused for longer than the linger: the next call drops those beyond the few
+        // always kept (the one it took goes back).
+        if let Ok(mut idle) = peer.idle.lock() {
+            for (_, at) in idle.iter_mut() {
+                *at -= IDLE_LINGER;
+            }
+        }
+        overlapping(&peer, 1).await;
+        assert_eq!(idle(&peer), IDLE_PER_PEER + 1);
+        let _ = stop.send(true);
     }
 }
