@@ -25,9 +25,9 @@ pub type GroupRaft = openraft::Raft<GroupConfig>;
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub enum GroupCommand {
     /// Adds a value under the group's next key (keys grow by one per added value).
-    Add(Vec<u8>),
+    Add(#[serde(with = "serde_bytes")] Vec<u8>),
     /// Sets the value at a key (keys below it are not given to `Add`s afterwards).
-    Set(u64, Vec<u8>),
+    Set(u64, #[serde(with = "serde_bytes")] Vec<u8>),
     /// Removes the values at these keys.
     Remove(Vec<u64>),
     /// Removes the values at keys `from..=to`.
@@ -43,4 +43,32 @@ pub enum GroupCommand {
 pub struct GroupReply {
     /// The keys the `Add`s got, in order.
     pub added: Vec<u64>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The commands as they were encoded before their values were marked as bytes.
+    #[derive(Serialize)]
+    enum Before {
+        Add(Vec<u8>),
+        Set(u64, Vec<u8>),
+    }
+
+    #[test]
+    fn values_encode_as_they_did_when_they_were_a_sequence_of_bytes() {
+        let value: Vec<u8> = (0..=255).chain(0..40).collect();
+        let now = GroupCommand::Set(7, value.clone());
+        let then = Before::Set(7, value.clone());
+        let bytes = super::super::codec::encode(&now).expect("encodes");
+        assert_eq!(bytes, super::super::codec::encode(&then).expect("encodes"));
+        let again: GroupCommand = super::super::codec::decode(&bytes).expect("decodes");
+        assert_eq!(again, now);
+        let add = super::super::codec::encode(&GroupCommand::Add(value.clone())).expect("encodes");
+        assert_eq!(
+            add,
+            super::super::codec::encode(&Before::Add(value)).expect("encodes")
+        );
+    }
 }

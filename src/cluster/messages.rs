@@ -34,7 +34,7 @@ pub enum Request {
     /// Is the receiver up? (`running` in the management API's node list.)
     Ping,
     /// A request for the receiver's core (see [`super::node::AppHandler`]).
-    App(Vec<u8>),
+    App(#[serde(with = "serde_bytes")] Vec<u8>),
     /// A request to one of the receiver's replicated queue groups.
     Group {
         /// The group's id.
@@ -140,7 +140,7 @@ pub enum Response {
     /// To `Ping`: the receiver's node name.
     Pong(String),
     /// To `App`: the core's answer, or why the receiver could not hand it the request.
-    App(Result<Vec<u8>, String>),
+    App(Result<serde_bytes::ByteBuf, String>),
     /// To `Group`.
     Group(GroupResponse),
 }

@@ -136,7 +136,7 @@ impl Handler for Serving {
             ),
             Request::Ping => Response::Pong(self.name.clone()),
             Request::App(bytes) => Response::App(match self.app.get() {
-                Some(app) => Ok(app(bytes).await),
+                Some(app) => Ok(serde_bytes::ByteBuf::from(app(bytes).await)),
                 None => Err(format!("node '{}' is starting", self.name)),
             }),
             Request::Group { group, rpc } => Response::Group(self.groups.handle(group, rpc).await),
@@ -436,7 +436,7 @@ impl MetaNode {
         match peer.call(&Request::App(request), timeout).await {
             Ok(Response::App(Ok(answer))) => {
                 self.unanswered.remove(name);
-                Ok(answer)
+                Ok(answer.into_vec())
             }
             _ => {
                 self.unanswered.insert(name.to_owned());

@@ -62,6 +62,7 @@ pub enum Command {
         /// Where.
         path: Path,
         /// The new value.
+        #[serde(with = "serde_bytes")]
         value: Vec<u8>,
     },
     /// Sets the value at a path unless one is there (declare races: the first one wins and
@@ -70,6 +71,7 @@ pub enum Command {
         /// Where.
         path: Path,
         /// The value, when none is there.
+        #[serde(with = "serde_bytes")]
         value: Vec<u8>,
     },
     /// Removes the value at a path.
@@ -90,6 +92,7 @@ pub enum Command {
         /// The marker's path.
         path: Path,
         /// The marker's value.
+        #[serde(with = "serde_bytes")]
         value: Vec<u8>,
         /// What else to apply with it.
         then: Vec<Command>,
@@ -145,6 +148,7 @@ pub enum Command {
         /// The path.
         path: Path,
         /// The value it must hold.
+        #[serde(with = "serde_bytes")]
         value: Vec<u8>,
         /// What to apply when it does.
         then: Vec<Command>,

@@ -33,7 +33,7 @@ pub async fn call_app(
         _ => return Err(unreachable()),
     }
     match peer.call(&Request::App(request), timeout).await {
-        Ok(Response::App(Ok(answer))) => Ok(answer),
+        Ok(Response::App(Ok(answer))) => Ok(answer.into_vec()),
         Ok(Response::App(Err(e))) => Err(ClusterError::Refused(e)),
         _ => Err(unreachable()),
     }

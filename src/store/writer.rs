@@ -1,6 +1,7 @@
 //! The single writer. It owns every write transaction: it takes everything pending, applies it
-//! in one transaction, commits with `Durability::Immediate` (one fsync for the whole batch),
-//! and only then completes the confirms of that batch. Under load, batches grow while a commit
+//! in one transaction, commits with `Durability::Immediate` (one fsync for the whole batch;
+//! a batch of Raft groups' applied values alone waits for the next one), and only then
+//! completes the confirms of that batch. Under load, batches grow while a commit
 //! is in progress, so messages per fsync rise with the publish rate.
 
 use super::schema::{
@@ -295,9 +296,24 @@ pub(crate) fn run(
     }
 }
 
+/// How a batch is committed: with an fsync, unless all it holds is Raft groups applying
+/// committed entries to their values (nothing waits for those; their log holds them, and is
+/// applied again after a crash from the applied point committed with them). Such a commit
+/// becomes durable with the next one that is, and no longer holds up the log appends queued
+/// behind it with an fsync of its own.
+fn durability(batch: &[Op]) -> Durability {
+    match batch
+        .iter()
+        .all(|op| matches!(op, Op::GroupValues { clear: false, .. }))
+    {
+        true => Durability::None,
+        false => Durability::Immediate,
+    }
+}
+
 fn apply(db: &Database, batch: &[Op]) -> Result<(), redb::Error> {
     let mut txn = db.begin_write()?;
-    txn.set_durability(Durability::Immediate)
+    txn.set_durability(durability(batch))
         .map_err(|e| redb::Error::Corrupted(e.to_string()))?;
     {
         let mut messages = txn.open_table(MESSAGES)?;
