@@ -2,50 +2,54 @@
 //! type configuration with our node ids), on the store's Raft log tables: entries, the vote and
 //! the last purged log id as postcard bytes under the group's id.
 //!
-//! An append returns once its commit is durable (openraft allows a later callback; waiting is
-//! what makes the entries readable by the log readers, which read committed state). The store's
-//! writer serialises appends, votes, truncations and purges in submission order, which is the
-//! ordering openraft requires of log I/O.
+//! An append returns once the store's writer has the entries, and reports their flush through
+//! openraft's callback when the writer has committed them. Until then the group's log readers
+//! find them in [`Unflushed`] (the store's readers see committed state only), so a leader
+//! replicates entries while it flushes them; the vendored openraft counts them towards a
+//! commit on the leader only once flushed, and a follower still answers an append only after
+//! its flush. The store's writer serialises appends, votes, truncations and purges in
+//! submission order, which is the ordering openraft requires of log I/O.
 
 use super::codec;
 use super::types::NodeId;
+use super::unflushed::Unflushed;
 use crate::store::{RaftState, Store};
 use openraft::storage::{LogFlushed, LogState, RaftLogReader, RaftLogStorage};
 use openraft::{Entry, LogId, RaftLogId, RaftTypeConfig, StorageError, StorageIOError, Vote};
 use std::fmt::Debug;
-use std::marker::PhantomData;
 use std::ops::{Bound, RangeBounds};
-use tokio::sync::oneshot;
 
-/// A type configuration whose log this store can hold.
-pub trait Logged: RaftTypeConfig<NodeId = NodeId, Entry = Entry<Self>> {}
+/// A type configuration whose log this store can hold (its entries are copied for readers
+/// while they are being flushed).
+pub trait Logged: RaftTypeConfig<NodeId = NodeId, Entry = Entry<Self>, D: Clone> {}
 
-impl<C: RaftTypeConfig<NodeId = NodeId, Entry = Entry<C>>> Logged for C {}
+impl<C: RaftTypeConfig<NodeId = NodeId, Entry = Entry<C>, D: Clone>> Logged for C {}
 
 /// The log of one Raft group.
-pub struct LogStore<C> {
+pub struct LogStore<C: Logged> {
     store: Store,
     group: u64,
-    config: PhantomData<fn() -> C>,
+    /// Appended entries the writer has not committed yet (shared with the readers).
+    unflushed: Unflushed<C>,
 }
 
-impl<C> Clone for LogStore<C> {
+impl<C: Logged> Clone for LogStore<C> {
     fn clone(&self) -> Self {
         LogStore {
             store: self.store.clone(),
             group: self.group,
-            config: PhantomData,
+            unflushed: self.unflushed.clone(),
         }
     }
 }
 
-impl<C> LogStore<C> {
+impl<C: Logged> LogStore<C> {
     /// The log of `group` in `store`.
     pub fn new(store: Store, group: u64) -> LogStore<C> {
         LogStore {
             store,
             group,
-            config: PhantomData,
+            unflushed: Unflushed::default(),
         }
     }
 
@@ -92,21 +96,28 @@ impl<C: Logged> RaftLogReader<C> for LogStore<C> {
         if from > to {
             return Ok(Vec::new());
         }
+        // Before the store: what the writer commits meanwhile is then in the store.
+        let mut entries = self.unflushed.range(from, to);
         let raw = self
             .store
             .read_log(self.group, from..=to)
             .map_err(|e| StorageIOError::read_logs(&e))?;
-        raw.iter()
-            .map(|(_, bytes)| {
-                codec::decode(bytes).map_err(|e| StorageIOError::read_logs(&e).into())
-            })
-            .collect()
+        for (index, bytes) in &raw {
+            if !entries.contains_key(index) {
+                let entry = codec::decode(bytes).map_err(|e| StorageIOError::read_logs(&e))?;
+                entries.insert(*index, entry);
+            }
+        }
+        Ok(entries.into_values().collect())
     }
 }
 
 impl<C: Logged> LogStore<C> {
     /// The id of the last entry in the log (or of the last one purged).
     pub fn last_log_id(&self) -> Result<Option<LogId<NodeId>>, StorageError<NodeId>> {
+        if let Some(id) = self.unflushed.last() {
+            return Ok(Some(id));
+        }
         let last = self
             .store
             .last_log(self.group)
@@ -162,30 +173,31 @@ impl<C: Logged> RaftLogStorage<C> for LogStore<C> {
         I: IntoIterator<Item = Entry<C>> + Send,
         I::IntoIter: Send,
     {
-        let mut raw = Vec::new();
-        for entry in entries {
-            let bytes = codec::encode(&entry).map_err(|e| StorageIOError::write_logs(&e))?;
+        let entries: Vec<Entry<C>> = entries.into_iter().collect();
+        let mut raw = Vec::with_capacity(entries.len());
+        for entry in &entries {
+            let bytes = codec::encode(entry).map_err(|e| StorageIOError::write_logs(&e))?;
             raw.push((entry.get_log_id().index, bytes));
         }
-        let (tx, rx) = oneshot::channel();
+        let ids: Vec<LogId<NodeId>> = entries.iter().map(|e| *e.get_log_id()).collect();
+        self.unflushed.add(entries);
+        let unflushed = self.unflushed.clone();
         self.store.append_log(
             self.group,
             raw,
             Box::new(move |ok| {
-                let _ = tx.send(ok);
+                unflushed.flushed(&ids);
+                callback.log_io_completed(match ok {
+                    true => Ok(()),
+                    false => Err(io_failed("log entries")),
+                });
             }),
         );
-        if rx.await.unwrap_or(false) {
-            callback.log_io_completed(Ok(()));
-            Ok(())
-        } else {
-            let e = io_failed("log entries");
-            callback.log_io_completed(Err(io_failed("log entries")));
-            Err(StorageIOError::write_logs(&e).into())
-        }
+        Ok(())
     }
 
     async fn truncate(&mut self, log_id: LogId<NodeId>) -> Result<(), StorageError<NodeId>> {
+        self.unflushed.truncate(log_id.index);
         if self.store.truncate_log(self.group, log_id.index).await {
             Ok(())
         } else {
@@ -195,6 +207,7 @@ impl<C: Logged> RaftLogStorage<C> for LogStore<C> {
 
     async fn purge(&mut self, log_id: LogId<NodeId>) -> Result<(), StorageError<NodeId>> {
         let bytes = codec::encode(&log_id).map_err(|e| StorageIOError::write_logs(&e))?;
+        self.unflushed.purge(log_id.index);
         if self.store.purge_log(self.group, log_id.index, bytes).await {
             Ok(())
         } else {

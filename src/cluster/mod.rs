@@ -35,6 +35,7 @@ pub mod state_machine;
 pub mod transport;
 pub mod tree;
 pub mod types;
+mod unflushed;
 pub mod visitor;
 
 pub use current::Current;

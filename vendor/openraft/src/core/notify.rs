@@ -1,6 +1,7 @@
 use crate::core::sm;
 use crate::raft::VoteResponse;
 use crate::replication;
+use crate::LogId;
 use crate::MessageSummary;
 use crate::RaftTypeConfig;
 use crate::Vote;
@@ -41,6 +42,17 @@ where C: RaftTypeConfig
 
     /// Result of executing a command sent from state machine worker.
     StateMachine { command_result: sm::CommandResult<C> },
+
+    /// The leader's own log has been flushed up to `log_id`, inclusive (Warren's change: a
+    /// leader's append no longer waits for its flush, see `RaftCore::append_as_leader`).
+    LocalLogFlushed {
+        /// The leader's vote the entries were appended under.
+        vote: Vote<C::NodeId>,
+        /// The last entry flushed.
+        log_id: LogId<C::NodeId>,
+        /// Whether the flush succeeded.
+        result: Result<(), String>,
+    },
 
     /// A tick event to wake up RaftCore to check timeout etc.
     Tick {
@@ -84,6 +96,9 @@ where C: RaftTypeConfig
             }
             Self::StateMachine { command_result } => {
                 format!("StateMachine command done: {:?}", command_result)
+            }
+            Self::LocalLogFlushed { vote, log_id, result } => {
+                format!("LocalLogFlushed: vote: {}, upto: {}, result: {:?}", vote, log_id, result)
             }
             Self::Tick { i } => {
                 format!("Tick {}", i)

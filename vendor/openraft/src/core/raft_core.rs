@@ -730,6 +730,43 @@ where
         Ok(())
     }
 
+    /// Warren's change: a leader's own append does not wait for its flush. The entries are
+    /// handed to the log store, which must make them readable at once (replication reads them
+    /// while they are being flushed), and the flush is reported by `Notify::LocalLogFlushed`;
+    /// only then do they count towards the leader's matching log id, so nothing commits on
+    /// the leader's say before it has the entries on disk. Followers still respond to an
+    /// append only after its flush (`append_to_log`).
+    #[tracing::instrument(level = "debug", skip_all)]
+    pub(crate) async fn append_as_leader<I>(
+        &mut self,
+        entries: I,
+        vote: Vote<C::NodeId>,
+        last_log_id: LogId<C::NodeId>,
+    ) -> Result<(), StorageError<C::NodeId>>
+    where
+        I: IntoIterator<Item = C::Entry> + OptionalSend,
+        I::IntoIter: OptionalSend,
+    {
+        let (tx, rx) = C::AsyncRuntime::oneshot();
+        let log_io_id = LogIOId::new(vote.clone(), Some(last_log_id.clone()));
+        let callback = LogFlushed::new(log_io_id, tx);
+        self.log_store.append(entries, callback).await?;
+        let tx_notify = self.tx_notify.clone();
+        let _ = C::AsyncRuntime::spawn(async move {
+            let result = match rx.await {
+                Ok(Ok(_)) => Ok(()),
+                Ok(Err(e)) => Err(e.to_string()),
+                Err(e) => Err(e.to_string()),
+            };
+            let _ = tx_notify.send(Notify::LocalLogFlushed {
+                vote,
+                log_id: last_log_id,
+                result,
+            });
+        });
+        Ok(())
+    }
+
     #[tracing::instrument(level = "debug", skip_all)]
     pub(crate) async fn apply_to_state_machine(
         &mut self,
@@ -1278,6 +1315,18 @@ where
                 }
             }
 
+            Notify::LocalLogFlushed { vote, log_id, result } => {
+                if let Err(e) = result {
+                    let e = StorageIOError::write_logs(AnyError::error(e));
+                    return Err(Fatal::from(StorageError::from(e)));
+                }
+                if self.does_vote_match(&vote, "LocalLogFlushed") {
+                    if let Ok(mut lh) = self.engine.leader_handler() {
+                        lh.replication_handler().update_local_progress(Some(log_id));
+                    }
+                }
+            }
+
             Notify::Tick { i } => {
                 // check every timer
 
@@ -1637,12 +1686,16 @@ where
                 let last_log_id = entries.last().unwrap().get_log_id().clone();
                 tracing::debug!("AppendInputEntries: {}", DisplaySlice::<_>(&entries),);
 
-                self.append_to_log(entries, vote, last_log_id.clone()).await?;
+                if self.engine.leader.as_ref().map(|l| &l.vote) == Some(&vote) {
+                    self.append_as_leader(entries, vote, last_log_id).await?;
+                } else {
+                    self.append_to_log(entries, vote, last_log_id.clone()).await?;
 
-                // The leader may have changed.
-                // But reporting to a different leader is not a problem.
-                if let Ok(mut lh) = self.engine.leader_handler() {
-                    lh.replication_handler().update_local_progress(Some(last_log_id));
+                    // The leader may have changed.
+                    // But reporting to a different leader is not a problem.
+                    if let Ok(mut lh) = self.engine.leader_handler() {
+                        lh.replication_handler().update_local_progress(Some(last_log_id));
+                    }
                 }
             }
             Command::SaveVote { vote } => {
