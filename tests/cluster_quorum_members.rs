@@ -87,24 +87,31 @@ async fn a_quorum_queues_members_change_and_it_keeps_its_messages() {
     .await;
     assert_eq!(r.status, 204, "{}", r.body);
     eventually_members(&specs[0], &[na, nb, nc]).await;
-    let rows = status_rows(&specs[2]).await;
-    let states: Vec<(&str, &str)> = rows
-        .iter()
-        .map(|r| {
-            (
-                r["Node Name"].as_str().unwrap_or_default(),
-                r["Raft State"].as_str().unwrap_or_default(),
-            )
-        })
-        .collect();
-    assert_eq!(
-        states,
-        vec![(na, "leader"), (nb, "follower"), (nc, "follower")],
-        "{rows:?}"
-    );
+    // c hears of its membership and of the leader's commit on the leader's next append.
     let applied = |r: &Value| r["Last Applied"].as_u64().unwrap_or_default();
-    // The messages went in a few entries; c has applied what the leader has.
-    assert_eq!(applied(&rows[2]), applied(&rows[0]), "{rows:?}");
+    let start = Instant::now();
+    let rows = loop {
+        let rows = status_rows(&specs[2]).await;
+        let states: Vec<(&str, &str)> = rows
+            .iter()
+            .map(|r| {
+                (
+                    r["Node Name"].as_str().unwrap_or_default(),
+                    r["Raft State"].as_str().unwrap_or_default(),
+                )
+            })
+            .collect();
+        // The messages went in a few entries; c has applied what the leader has.
+        let caught_up = rows.len() == 3 && applied(&rows[2]) == applied(&rows[0]);
+        if states == vec![(na, "leader"), (nb, "follower"), (nc, "follower")] && caught_up {
+            break rows;
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(10),
+            "c has not caught up as a follower: {rows:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
     // Prometheus: each node's member, RabbitMQ's rabbitmq_raft_* names, per queue.
     let raft = |body: &str, name: &str| -> Option<f64> {
         let prefix = format!("{name}{{vhost=\"/\",queue=\"qm\"}} ");

@@ -30,7 +30,7 @@ pub struct LogStore<C: Logged> {
     store: Store,
     group: u64,
     /// Appended entries the writer has not committed yet (shared with the readers).
-    unflushed: Unflushed<C>,
+    unflushed: Unflushed<Entry<C>>,
 }
 
 impl<C: Logged> Clone for LogStore<C> {

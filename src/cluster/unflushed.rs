@@ -7,29 +7,28 @@
 //! Readers look here before they read the store: an entry committed between the two looks is
 //! then found twice (and taken once), never missed.
 
-use super::log_store::Logged;
 use super::types::NodeId;
-use openraft::{Entry, LogId, RaftLogId};
+use openraft::{LogId, RaftLogId};
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 
-/// The entries of one group in the writer's hands, by index.
-pub(super) struct Unflushed<C: Logged>(Arc<Mutex<BTreeMap<u64, Entry<C>>>>);
+/// The entries (`E`) of one group in the writer's hands, by index.
+pub(super) struct Unflushed<E>(Arc<Mutex<BTreeMap<u64, E>>>);
 
-impl<C: Logged> Clone for Unflushed<C> {
+impl<E> Clone for Unflushed<E> {
     fn clone(&self) -> Self {
         Unflushed(self.0.clone())
     }
 }
 
-impl<C: Logged> Default for Unflushed<C> {
+impl<E> Default for Unflushed<E> {
     fn default() -> Self {
         Unflushed(Arc::default())
     }
 }
 
-impl<C: Logged> Unflushed<C> {
-    fn with<T>(&self, f: impl FnOnce(&mut BTreeMap<u64, Entry<C>>) -> T) -> T {
+impl<E: RaftLogId<NodeId> + Clone> Unflushed<E> {
+    fn with<T>(&self, f: impl FnOnce(&mut BTreeMap<u64, E>) -> T) -> T {
         let mut map = match self.0.lock() {
             Ok(map) => map,
             Err(poisoned) => poisoned.into_inner(),
@@ -38,7 +37,7 @@ impl<C: Logged> Unflushed<C> {
     }
 
     /// Holds `entries` until [`Unflushed::flushed`].
-    pub(super) fn add(&self, entries: Vec<Entry<C>>) {
+    pub(super) fn add(&self, entries: Vec<E>) {
         self.with(|map| {
             for e in entries {
                 map.insert(e.get_log_id().index, e);
@@ -69,7 +68,7 @@ impl<C: Logged> Unflushed<C> {
     }
 
     /// Copies of the entries with indexes `from..=to`.
-    pub(super) fn range(&self, from: u64, to: u64) -> BTreeMap<u64, Entry<C>> {
+    pub(super) fn range(&self, from: u64, to: u64) -> BTreeMap<u64, E> {
         self.with(|map| map.range(from..=to).map(|(i, e)| (*i, e.clone())).collect())
     }
 
@@ -83,7 +82,7 @@ impl<C: Logged> Unflushed<C> {
 mod tests {
     use super::*;
     use crate::cluster::group_types::{GroupCommand, GroupConfig};
-    use openraft::{CommittedLeaderId, EntryPayload};
+    use openraft::{CommittedLeaderId, Entry, EntryPayload};
 
     fn entry(term: u64, index: u64) -> Entry<GroupConfig> {
         Entry {
@@ -94,7 +93,7 @@ mod tests {
 
     #[test]
     fn entries_stay_until_flushed_truncated_or_purged() {
-        let u = Unflushed::<GroupConfig>::default();
+        let u = Unflushed::<Entry<GroupConfig>>::default();
         u.add((1..=6).map(|i| entry(1, i)).collect());
         assert_eq!(u.last().map(|id| id.index), Some(6));
         u.flushed(&[*entry(1, 1).get_log_id(), *entry(1, 2).get_log_id()]);

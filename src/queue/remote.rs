@@ -2,8 +2,9 @@
 //! like any other (so exchanges bind to it, publishers route to it and channels consume from
 //! it unchanged), whose task forwards each command to the home node through a
 //! [`RemoteLink`] instead of holding messages. Publishes are sent in batches (what piles up
-//! in the mailbox while one batch is on the wire goes in the next), and their confirms
-//! complete when the home node has stored them. Deliveries to consumers here come back from
+//! in the mailbox while a batch is on the wire goes in the next; to a quorum queue, several
+//! batches at once, which the home takes in the order sent), and their confirms complete
+//! when the home node has stored them; any other command waits for those in flight. Deliveries to consumers here come back from
 //! the home node ([`QueueShared::remote_deliveries`]) and are pushed to the consumers' own
 //! connections; acks, rejects and cancels go home.
 //!
@@ -110,6 +111,55 @@ fn settle_cmd(kind: Settle, seqs: Vec<u64>) -> QueueCmd {
     }
 }
 
+/// Publishes with their confirms, as a remote queue forwards them.
+type Batch = Vec<(Arc<Message>, Option<crate::confirm::ConfirmToken>)>;
+
+/// Publish calls to a quorum queue's home in flight at most per handle: the next batch goes
+/// while the last waits for its commit (one at a time, publishing through another node than
+/// the leader's ran at two thirds of the rate of publishing on it).
+const PUBLISHES_IN_FLIGHT: usize = 4;
+
+/// Sends one batch of publishes home and completes their confirms with its answer.
+async fn forward(
+    link: Arc<dyn RemoteLink>,
+    q: QueueRef,
+    batch: Batch,
+    sent: Option<super::Sent>,
+    follows: bool,
+) {
+    let wire = |batch: &Batch| {
+        let items = batch
+            .iter()
+            .map(|(m, t)| (WireMessage::of(m), t.is_some()))
+            .collect();
+        RemoteOp::Publish(items, sent, follows)
+    };
+    let call = link.call(&q, wire(&batch));
+    let reply = if q.args.quorum {
+        // A quorum queue's leader may move while the call waits on its old node (cut
+        // off, the call runs to its timeout): once this handle is replaced, the batch
+        // goes to the new leader at once, so the publishes that wait for this handle
+        // ([`super::handover`]) do not overtake it. One the old leader had committed is
+        // then there twice, as at-least-once allows.
+        tokio::pin!(call);
+        tokio::select! {
+            r = &mut call => r,
+            () = replaced(&q) => link.call(&q, wire(&batch)).await,
+        }
+    } else {
+        call.await
+    };
+    let stored = match reply {
+        Ok(RemoteReply::Published(v)) => v,
+        _ => Vec::new(),
+    };
+    for (i, (_, token)) in batch.into_iter().enumerate() {
+        if let Some(t) = token {
+            t.complete(stored.get(i).copied().unwrap_or(false));
+        }
+    }
+}
+
 /// The task of a remote queue.
 struct Proxy {
     q: QueueRef,
@@ -124,6 +174,8 @@ struct Proxy {
     /// a batch sent again carries the numbers it had, so the leader drops what it holds.
     enqueuer: u64,
     next_publish: u64,
+    /// Publish calls in flight, oldest first (to a quorum queue).
+    in_flight: std::collections::VecDeque<tokio::task::JoinHandle<()>>,
 }
 
 /// Starts the task of the remote queue `q`.
@@ -136,6 +188,7 @@ pub(super) fn start(q: QueueRef, link: Arc<dyn RemoteLink>, rx: super::actor::Ma
         settled_to: None,
         enqueuer: rand::random(),
         next_publish: 0,
+        in_flight: Default::default(),
     };
     tokio::spawn(proxy.run(rx));
 }
@@ -218,6 +271,7 @@ impl Proxy {
                 }
             }
         }
+        self.drain().await;
         self.q.closed();
     }
 
@@ -271,49 +325,53 @@ impl Proxy {
         }
     }
 
-    async fn publish(&mut self, batch: Vec<(Arc<Message>, Option<crate::confirm::ConfirmToken>)>) {
-        let wire = |batch: &[(Arc<Message>, Option<crate::confirm::ConfirmToken>)]| {
-            batch
-                .iter()
-                .map(|(m, t)| (WireMessage::of(m), t.is_some()))
-                .collect()
-        };
+    /// Sends a batch of publishes home. To a quorum queue, up to [`PUBLISHES_IN_FLIGHT`]
+    /// batches travel at once (each call waits for its batch's commit), the home taking
+    /// each after those sent before it; to a classic queue, one at a time.
+    async fn publish(&mut self, batch: Batch) {
         for (m, _) in &batch {
             self.q.taken(m);
         }
-        let sent = self.q.args.quorum.then_some(super::Sent {
+        if !self.q.args.quorum {
+            forward(self.link.clone(), self.q.clone(), batch, None, false).await;
+            return;
+        }
+        let sent = super::Sent {
             enqueuer: self.enqueuer,
             seq: self.next_publish,
-        });
+        };
         self.next_publish += batch.len() as u64;
-        let call = self.call(RemoteOp::Publish(wire(&batch), sent));
-        let reply = if self.q.args.quorum {
-            // A quorum queue's leader may move while the call waits on its old node (cut
-            // off, the call runs to its timeout): once this handle is replaced, the batch
-            // goes to the new leader at once, so the publishes that wait for this handle
-            // ([`super::handover`]) do not overtake it. One the old leader had committed is
-            // then there twice, as at-least-once allows.
-            tokio::pin!(call);
-            tokio::select! {
-                r = &mut call => r,
-                () = replaced(&self.q) => self.call(RemoteOp::Publish(wire(&batch), sent)).await,
+        while self.in_flight.front().is_some_and(|c| c.is_finished()) {
+            self.in_flight.pop_front();
+        }
+        if self.in_flight.len() >= PUBLISHES_IN_FLIGHT {
+            if let Some(call) = self.in_flight.pop_front() {
+                let _ = call.await;
             }
-        } else {
-            call.await
-        };
-        let stored = match reply {
-            Ok(RemoteReply::Published(v)) => v,
-            _ => Vec::new(),
-        };
-        for (i, (_, token)) in batch.into_iter().enumerate() {
-            if let Some(t) = token {
-                t.complete(stored.get(i).copied().unwrap_or(false));
-            }
+        }
+        let follows = !self.in_flight.is_empty();
+        let call = forward(
+            self.link.clone(),
+            self.q.clone(),
+            batch,
+            Some(sent),
+            follows,
+        );
+        self.in_flight.push_back(tokio::spawn(call));
+    }
+
+    /// Waits for every publish call in flight (what is sent next must not overtake them).
+    async fn drain(&mut self) {
+        while let Some(call) = self.in_flight.pop_front() {
+            let _ = call.await;
         }
     }
 
     /// Carries out one command; false when the task should end.
     async fn handle(&mut self, cmd: QueueCmd) -> bool {
+        if !matches!(cmd, QueueCmd::Publish(..) | QueueCmd::PublishFrom(..)) {
+            self.drain().await;
+        }
         match cmd {
             QueueCmd::Publish(msg, token) | QueueCmd::PublishFrom(msg, token, _) => {
                 self.publish(vec![(msg, token)]).await

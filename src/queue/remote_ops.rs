@@ -68,8 +68,11 @@ pub struct RemoteConsumer {
 #[derive(Debug, Serialize, Deserialize)]
 pub enum RemoteOp {
     /// Enqueue these, each with whether its publisher waits for a confirm; numbered from
-    /// `.1` when they may be sent again (to a quorum queue), so copies are dropped.
-    Publish(Vec<(WireMessage, bool)>, Option<super::Sent>),
+    /// `.1` when they may be sent again (to a quorum queue), so copies are dropped. `.2`: a
+    /// batch of the same enqueuer sent before this one was unanswered when this one was
+    /// sent, so the home enqueues this one only after it (their calls may arrive in either
+    /// order, and a copy is known by a number below the highest taken).
+    Publish(Vec<(WireMessage, bool)>, Option<super::Sent>, bool),
     /// (ready messages, consumers).
     Stats,
     /// Counters for the management API.

@@ -34,6 +34,7 @@ use tokio::sync::mpsc;
 /// How long a node's view may take to arrive (a member that does not answer is left out).
 const VIEW_TIMEOUT: Duration = Duration::from_secs(1);
 use super::outbound::{Outbound, Outstanding, WATCH_EVERY, WATCH_MISSES};
+use super::turns::Turns;
 
 /// What answers another node's notice about its exclusive queues: given this node's broker,
 /// the sender's name and the notice's bytes, the answer's bytes.
@@ -195,6 +196,8 @@ struct Forwarder {
     /// consumer's forwarding task watches its own node; a node that only got messages has
     /// this one).
     watched: DashMap<(Origin, String, String), ()>,
+    /// The order forwarded batches of publishes are taken in.
+    turns: Turns,
 }
 
 impl Forwarder {
@@ -238,6 +241,7 @@ pub fn handler(b: &Arc<Broker>, notices: NoticeHandler) -> AppHandler {
         consumers: DashMap::new(),
         outstanding: DashMap::new(),
         watched: DashMap::new(),
+        turns: Turns::default(),
     });
     Arc::new(move |bytes| {
         let f = f.clone();
@@ -390,7 +394,13 @@ impl Forwarder {
         op: RemoteOp,
     ) -> CoreResult<RemoteReply> {
         Ok(match op {
-            RemoteOp::Publish(items, sent) => {
+            RemoteOp::Publish(items, sent, follows) => {
+                let count = items.len() as u64;
+                if let (Some(s), true) = (sent, follows) {
+                    if !self.turns.wait(&q.vhost, &q.name, s).await {
+                        return Ok(RemoteReply::Published(vec![false; items.len()]));
+                    }
+                }
                 let mut waits = Vec::with_capacity(items.len());
                 for (i, (wire, confirm)) in items.into_iter().enumerate() {
                     // Numbered one after another from the batch's first.
@@ -411,6 +421,9 @@ impl Forwarder {
                     };
                     let queued = q.relay_from(Arc::new(msg), token, sent).await;
                     waits.push(if queued { wait } else { Wait::Now(false) });
+                }
+                if let Some(s) = sent {
+                    self.turns.taken(&q.vhost, &q.name, s, count);
                 }
                 let mut stored = Vec::with_capacity(waits.len());
                 for w in waits {

@@ -29,6 +29,7 @@ mod queues;
 mod quorum;
 mod quorum_members;
 mod settle;
+mod turns;
 mod vhosts;
 mod wire;
 
