@@ -4,9 +4,10 @@
 //! [`RemoteLink`] instead of holding messages. Publishes are sent in batches (what piles up
 //! in the mailbox while a batch is on the wire goes in the next; to a quorum queue, several
 //! batches at once, which the home takes in the order sent), and their confirms complete
-//! when the home node has stored them; any other command waits for those in flight. Deliveries to consumers here come back from
-//! the home node ([`QueueShared::remote_deliveries`]) and are pushed to the consumers' own
-//! connections; acks, rejects and cancels go home.
+//! when the home node has stored them; any other command waits for those in flight.
+//! Deliveries to consumers here come back from the home node
+//! ([`QueueShared::remote_deliveries`]) and are pushed to the consumers' own connections;
+//! acks, rejects and cancels go home.
 //!
 //! The operations and their answers ([`RemoteOp`], [`RemoteReply`]) are the queue's; how they
 //! travel (the cluster's inter-node connections) is the link's.
