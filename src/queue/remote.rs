@@ -443,7 +443,18 @@ impl Proxy {
                 }
             }
             QueueCmd::Get(no_ack, reply) => {
-                let got = match self.call(RemoteOp::Get { no_ack }).await {
+                let call = self.call(RemoteOp::Get { no_ack });
+                // A quorum queue's leader may move while the call waits on its old node (cut
+                // off, the call runs to its timeout): once this handle is replaced, the get
+                // answers empty and the client's next one goes to the new leader.
+                let answer = match self.q.args.quorum {
+                    true => tokio::select! {
+                        r = call => r,
+                        () = replaced(&self.q) => Ok(RemoteReply::Got(None)),
+                    },
+                    false => call.await,
+                };
+                let got = match answer {
                     Ok(RemoteReply::Got(Some(g))) => g.msg.message().map(|msg| GetResult {
                         seq: self.tasks.local(g.instance, g.seq),
                         msg: Arc::new(msg),
