@@ -233,9 +233,9 @@ impl<C: Wire> PeerNetwork<C> {
         option: &RPCOption,
         unwrap: fn(Response) -> Option<Result<T, E>>,
     ) -> Result<T, RPCError<NodeId, Member, E>> {
-        let answer = self
-            .peer
-            .call(&req, option.hard_ttl())
+        // Boxed: the call's state would otherwise sit inline in every replication task's
+        // future, a few KiB for each of a leader's followers in each group, idle or not.
+        let answer = Box::pin(self.peer.call(&req, option.hard_ttl()))
             .await
             .map_err(transport_error)?;
         if matches!(answer, Response::Group(GroupResponse::NotMember)) {

@@ -41,7 +41,7 @@ where C: RaftTypeConfig
     Network { response: replication::Response<C> },
 
     /// Result of executing a command sent from state machine worker.
-    StateMachine { command_result: sm::CommandResult<C> },
+    StateMachine { command_result: Box<sm::CommandResult<C>> },
 
     /// The leader's own log has been flushed up to `log_id`, inclusive (Warren's change: a
     /// leader's append no longer waits for its flush, see `RaftCore::append_as_leader`).
@@ -65,7 +65,9 @@ impl<C> Notify<C>
 where C: RaftTypeConfig
 {
     pub(crate) fn sm(command_result: sm::CommandResult<C>) -> Self {
-        Self::StateMachine { command_result }
+        Self::StateMachine {
+            command_result: Box::new(command_result),
+        }
     }
 }
 

@@ -1205,7 +1205,7 @@ where
                 self.engine.handle_begin_receiving_snapshot(tx);
             }
             RaftMsg::InstallFullSnapshot { vote, snapshot, tx } => {
-                self.engine.handle_install_full_snapshot(vote, snapshot, tx);
+                self.engine.handle_install_full_snapshot(vote, *snapshot, tx);
             }
             RaftMsg::CheckIsLeaderRequest { tx } => {
                 self.handle_check_is_leader_request(tx).await;
@@ -1399,7 +1399,7 @@ where
                             func_name!()
                         );
 
-                        return Err(Fatal::from(error));
+                        return Err(Fatal::from(*error));
                     }
 
                     replication::Response::HigherVote {
@@ -1426,8 +1426,8 @@ where
             Notify::StateMachine { command_result } => {
                 tracing::debug!("sm::StateMachine command result: {:?}", command_result);
 
-                let seq = command_result.command_seq;
-                let res = command_result.result?;
+                let sm::CommandResult { command_seq: seq, result } = *command_result;
+                let res = result?;
 
                 match res {
                     // BuildSnapshot is a read operation that does not have to be serialized by

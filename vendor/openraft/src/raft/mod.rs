@@ -457,6 +457,7 @@ where C: RaftTypeConfig
         tracing::info!("Raft::install_full_snapshot()");
 
         let (tx, rx) = C::AsyncRuntime::oneshot();
+        let snapshot = Box::new(snapshot);
         let res = self.inner.call_core(RaftMsg::InstallFullSnapshot { vote, snapshot, tx }, rx).await;
         match res {
             Ok(x) => Ok(x),

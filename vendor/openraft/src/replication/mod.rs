@@ -239,7 +239,7 @@ where
                     self.send_log_entries(log).await
                 }
                 Data::Snapshot(snap) => self.stream_snapshot(snap).await,
-                Data::SnapshotCallback(resp) => self.handle_snapshot_callback(resp),
+                Data::SnapshotCallback(resp) => self.handle_snapshot_callback(*resp),
             };
 
             tracing::debug!(res = debug(&res), "replication action done");
@@ -276,7 +276,7 @@ where
 
                             // TODO: report this error
                             let _ = self.tx_raft_core.send(Notify::Network {
-                                response: Response::StorageError { error },
+                                response: Response::StorageError { error: Box::new(error) },
                             });
                             return Ok(());
                         }

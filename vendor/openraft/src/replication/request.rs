@@ -76,7 +76,7 @@ where C: RaftTypeConfig
     Heartbeat,
     Logs(DataWithId<LogIdRange<C::NodeId>>),
     Snapshot(DataWithId<Option<LogIdOf<C>>>),
-    SnapshotCallback(DataWithId<SnapshotCallback<C>>),
+    SnapshotCallback(Box<DataWithId<SnapshotCallback<C>>>),
 }
 
 impl<C> fmt::Debug for Data<C>
@@ -154,10 +154,10 @@ where C: RaftTypeConfig
         snapshot_meta: SnapshotMeta<C::NodeId, C::Node>,
         result: Result<SnapshotResponse<C::NodeId>, StreamingError<C>>,
     ) -> Self {
-        Self::SnapshotCallback(DataWithId::new(
+        Self::SnapshotCallback(Box::new(DataWithId::new(
             request_id,
             SnapshotCallback::new(start_time, snapshot_meta, result),
-        ))
+        )))
     }
 
     pub(crate) fn request_id(&self) -> RequestId {

@@ -49,7 +49,7 @@ where C: RaftTypeConfig
     /// [`StorageError`] error has taken place locally(not on remote node) when replicating, and
     /// [`RaftCore`](`crate::core::RaftCore`) needs to shutdown. Sent by a replication task
     /// [`crate::replication::ReplicationCore`].
-    StorageError { error: StorageError<C::NodeId> },
+    StorageError { error: Box<StorageError<C::NodeId>> },
 
     /// ReplicationCore has seen a higher `vote`.
     /// Sent by a replication task `ReplicationCore`.

@@ -55,7 +55,7 @@ where C: RaftTypeConfig
 
     InstallFullSnapshot {
         vote: Vote<C::NodeId>,
-        snapshot: Snapshot<C>,
+        snapshot: Box<Snapshot<C>>,
         tx: ResultSender<C, SnapshotResponse<C::NodeId>>,
     },
 

@@ -61,12 +61,10 @@ where
             if let Err(err) = res {
                 tracing::error!("{} while execute state machine command", err,);
 
-                let _ = self.resp_tx.send(Notify::StateMachine {
-                    command_result: CommandResult {
-                        command_seq: 0,
-                        result: Err(err),
-                    },
-                });
+                let _ = self.resp_tx.send(Notify::sm(CommandResult {
+                    command_seq: 0,
+                    result: Err(err),
+                }));
             }
         })
     }
@@ -101,6 +99,7 @@ where
                 CommandPayload::InstallFullSnapshot { snapshot } => {
                     tracing::info!("{}: install complete snapshot", func_name!());
 
+                    let snapshot = *snapshot;
                     let meta = snapshot.meta.clone();
                     self.state_machine.install_snapshot(&meta, snapshot.snapshot).await?;
 
