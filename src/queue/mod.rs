@@ -14,6 +14,9 @@ pub mod remote;
 pub mod remote_ops;
 pub mod stats;
 pub mod stream;
+mod summary;
+
+pub use summary::{ConsumerSummary, QueueInfo, StreamOffsets};
 
 use crate::confirm::ConfirmToken;
 use crate::error::{CoreError, CoreResult, Kind};
@@ -146,83 +149,6 @@ pub struct Peeked {
     pub redelivered: bool,
 }
 
-/// Counters of a queue for the management API.
-#[derive(Clone, Copy, Debug, Default)]
-pub struct QueueInfo {
-    /// Ready messages.
-    pub messages_ready: u32,
-    /// Delivered, not yet acknowledged.
-    pub messages_unacknowledged: u32,
-    /// Dead-lettered, held until their targets confirm them (at-least-once).
-    pub messages_dlx: u32,
-    /// Their body bytes.
-    pub message_bytes_dlx: u64,
-    /// Consumers.
-    pub consumers: u32,
-    /// Body bytes of the ready messages.
-    pub message_bytes_ready: u64,
-    /// Body bytes of the unacknowledged messages.
-    pub message_bytes_unacknowledged: u64,
-    /// Messages whose bodies are in memory (ready and unacknowledged).
-    pub messages_ram: u32,
-    /// Their body bytes.
-    pub message_bytes_ram: u64,
-    /// Ready messages paged out to disk (beyond the queue's in-memory window).
-    pub messages_paged_out: u32,
-    /// Their body bytes.
-    pub message_bytes_paged_out: u64,
-    /// Estimated heap bytes the queue holds: bodies in memory plus per-message bookkeeping.
-    pub memory: u64,
-    /// Share of the last sampling interval its consumers could take messages (0 without
-    /// consumers).
-    pub consumer_utilisation: f64,
-    /// When the queue last saw activity (publish, delivery, settle, consume), Unix ms.
-    pub last_activity: u64,
-    /// The `timestamp` property of the message at the head, if it has one and is in memory.
-    pub head_message_timestamp: Option<u64>,
-    /// Message counters and rates.
-    pub message_stats: stats::MessageStats,
-    /// A stream's log: its offsets and segments.
-    pub stream: Option<StreamOffsets>,
-}
-
-/// Where a stream's log stands, for the management API.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct StreamOffsets {
-    /// The oldest offset kept.
-    pub first: u64,
-    /// The offset the next record gets; every record before it is on disk.
-    pub next: u64,
-    /// The first offset of the newest committed chunk (osiris's `committed_offset`), None
-    /// while the log is empty.
-    pub committed_chunk: Option<u64>,
-    /// Segment files kept, the one being written included.
-    pub segments: usize,
-    /// Bytes in segment files.
-    pub bytes: u64,
-}
-
-/// A consumer as the management API shows it.
-#[derive(Clone, Debug)]
-pub struct ConsumerSummary {
-    /// Consumer tag.
-    pub tag: Arc<str>,
-    /// Channel number.
-    pub channel: u16,
-    /// Owning connection id.
-    pub connection: u64,
-    /// Deliveries need acks.
-    pub ack_required: bool,
-    /// Exclusive consumer.
-    pub exclusive: bool,
-    /// Per-consumer prefetch (0: none).
-    pub prefetch: u32,
-    /// Consumer priority.
-    pub priority: i32,
-    /// Milliseconds a delivery may stay unacknowledged (0: no limit).
-    pub timeout: u64,
-}
-
 /// Where a publish came from when its sender may send it again: the enqueuer (another
 /// node's handle of a quorum queue) and the publish's number from it, one after another.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
@@ -268,6 +194,9 @@ pub(crate) enum QueueCmd {
     DeadLetterSent(u64, bool),
     /// A publish its sender may send again ([`Sent`]): a replicated queue takes it once.
     PublishFrom(Arc<Message>, Option<ConfirmToken>, Sent),
+    /// The highest publish number a replicated queue has taken from enqueuer `.0`; `None`
+    /// when it took none (or keeps no such numbers).
+    TakenFrom(u64, oneshot::Sender<Option<u64>>),
     Touch,
     Sample,
     Policy(Arc<crate::args::QueueArgs>),
@@ -767,6 +696,14 @@ impl QueueShared {
     /// The queue's consumers.
     pub async fn consumers(&self) -> CoreResult<Vec<ConsumerSummary>> {
         self.ask(QueueCmd::Consumers).await
+    }
+
+    /// [`QueueCmd::TakenFrom`]; `None` too when the queue did not answer.
+    pub async fn taken_from(&self, enqueuer: u64) -> Option<u64> {
+        self.ask(|r| QueueCmd::TakenFrom(enqueuer, r))
+            .await
+            .ok()
+            .flatten()
     }
 
     /// (ready messages, consumers).

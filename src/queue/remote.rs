@@ -539,6 +539,7 @@ impl Proxy {
             }
             QueueCmd::Sample
             | QueueCmd::Policy(_)
+            | QueueCmd::TakenFrom(..)
             | QueueCmd::Kick
             | QueueCmd::Reserved(..)
             | QueueCmd::DeadLetterSent(..) => {}

@@ -397,7 +397,8 @@ impl Forwarder {
             RemoteOp::Publish(items, sent, follows) => {
                 let count = items.len() as u64;
                 if let (Some(s), true) = (sent, follows) {
-                    if !self.turns.wait(&q.vhost, &q.name, s).await {
+                    let taken = || q.taken_from(s.enqueuer);
+                    if !self.turns.wait(&q.vhost, &q.name, s, taken).await {
                         return Ok(RemoteReply::Published(vec![false; items.len()]));
                     }
                 }

@@ -32,6 +32,13 @@ impl Enqueuers {
             .any(|(e, n)| *e == sent.enqueuer && sent.seq <= *n)
     }
 
+    /// The highest number taken from `enqueuer`.
+    pub(super) fn highest(&self, enqueuer: u64) -> Option<u64> {
+        self.seen
+            .iter()
+            .find_map(|(e, n)| (*e == enqueuer).then_some(*n))
+    }
+
     /// Records that `sent` was taken.
     pub(super) fn take(&mut self, sent: Sent) {
         let mut high = sent.seq;
@@ -70,6 +77,10 @@ mod tests {
         assert!(t.taken(sent(1, 0)) && t.taken(sent(1, 1)) && t.taken(sent(2, 3)));
         assert!(!t.taken(sent(1, 2)) && !t.taken(sent(2, 6)) && !t.taken(sent(3, 0)));
         assert_eq!(t.list(), &[(1, 1), (2, 5)]);
+        assert_eq!(
+            (t.highest(1), t.highest(2), t.highest(3)),
+            (Some(1), Some(5), None)
+        );
         // A restarted table keeps what was written.
         let again = Enqueuers::from(t.list().to_vec());
         assert!(again.taken(sent(2, 5)) && !again.taken(sent(2, 6)) && !again.dirty);

@@ -316,6 +316,7 @@ impl QueueActor {
                             cmd,
                             QueueCmd::Info(_)
                                 | QueueCmd::Stats(_)
+                                | QueueCmd::TakenFrom(..)
                                 | QueueCmd::Consumers(_)
                                 | QueueCmd::Sample
                                 | QueueCmd::Flush(_)
@@ -701,6 +702,9 @@ impl QueueActor {
                 }
             }
             QueueCmd::Touch => self.last_used = now_ms(),
+            QueueCmd::TakenFrom(enqueuer, reply) => {
+                let _ = reply.send(self.enqueuers.highest(enqueuer));
+            }
             QueueCmd::Sample => {
                 self.stats.sample();
                 self.capacity.sample();

@@ -445,6 +445,7 @@ impl StreamQueue {
             }
             QueueCmd::Shutdown => self.stopped = true,
             QueueCmd::Touch
+            | QueueCmd::TakenFrom(..)
             | QueueCmd::Kick
             | QueueCmd::Handoff(_)
             | QueueCmd::Reserved(..)
