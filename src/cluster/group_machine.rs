@@ -66,9 +66,11 @@ impl GroupMachine {
         ])
     }
 
+    /// Applies `cmd`, of an entry proposed in `term`.
     fn apply_command(
         &mut self,
         cmd: GroupCommand,
+        term: u64,
         ops: &mut Vec<GroupChange>,
         reply: &mut GroupReply,
     ) {
@@ -88,9 +90,13 @@ impl GroupMachine {
             GroupCommand::Clear => ops.push(GroupChange::Clear),
             GroupCommand::Batch(cmds) => {
                 for c in cmds {
-                    self.apply_command(c, ops, reply);
+                    self.apply_command(c, term, ops, reply);
                 }
             }
+            GroupCommand::InTerm(of, cmd) if of == term => {
+                self.apply_command(*cmd, term, ops, reply)
+            }
+            GroupCommand::InTerm(..) => reply.stale = true,
         }
     }
 }
@@ -178,7 +184,10 @@ impl RaftStateMachine<GroupConfig> for GroupMachine {
             let mut reply = GroupReply::default();
             match entry.payload {
                 EntryPayload::Blank => {}
-                EntryPayload::Normal(cmd) => self.apply_command(cmd, &mut ops, &mut reply),
+                EntryPayload::Normal(cmd) => {
+                    let term = entry.log_id.leader_id.term;
+                    self.apply_command(cmd, term, &mut ops, &mut reply)
+                }
                 EntryPayload::Membership(m) => {
                     self.membership = StoredMembership::new(Some(entry.log_id), m);
                 }
@@ -237,5 +246,53 @@ impl RaftStateMachine<GroupConfig> for GroupMachine {
         }
         .current()?;
         Ok(meta.last_log_id.map(|_| snapshot_of(meta, data)))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use openraft::CommittedLeaderId;
+
+    fn entry(term: u64, index: u64, cmd: GroupCommand) -> Entry<GroupConfig> {
+        Entry {
+            log_id: LogId::new(CommittedLeaderId::new(term, 1), index),
+            payload: EntryPayload::Normal(cmd),
+        }
+    }
+
+    fn fenced(term: u64, key: u64) -> GroupCommand {
+        GroupCommand::InTerm(term, Box::new(GroupCommand::Set(key, vec![key as u8])))
+    }
+
+    /// A queue task's write proposed after its node stopped leading and led again (in a
+    /// later term than the task's) is not applied, on any member: every member sees the
+    /// same entry's term.
+    #[tokio::test]
+    async fn a_write_fenced_to_a_term_applies_only_in_it() {
+        let dir = tempfile::tempdir().expect("dir");
+        let (store, _) = Store::open(dir.path(), 8 << 20, Default::default()).expect("open");
+        let mut sm = GroupMachine::open(store.clone(), 7).expect("machine");
+        let replies = sm
+            .apply(vec![
+                entry(3, 1, fenced(3, 5)),
+                entry(5, 2, fenced(3, 6)),
+                entry(5, 3, fenced(5, 7)),
+                entry(5, 4, GroupCommand::Set(8, vec![8])),
+            ])
+            .await
+            .expect("applies");
+        let stale: Vec<bool> = replies.iter().map(|r| r.stale).collect();
+        assert_eq!(stale, [false, true, false, false]);
+        store.sync().await;
+        let keys: Vec<u64> = store
+            .group_image(7)
+            .expect("image")
+            .values
+            .into_iter()
+            .map(|(k, _)| k)
+            .collect();
+        assert_eq!(keys, [5, 7, 8]);
+        assert_eq!(sm.applied.map(|l| l.index), Some(4));
     }
 }

@@ -36,6 +36,12 @@ pub enum GroupCommand {
     Clear,
     /// Several commands applied as one entry, in order.
     Batch(Vec<GroupCommand>),
+    /// The command, applied only if its entry was proposed in this term (by that term's
+    /// leader); otherwise nothing, and the reply says `stale`. A queue's task writes so:
+    /// its node may have stopped leading and led again between the task's check of the
+    /// term and the proposal, and a write of a task started for an earlier term must not
+    /// land after what the next task started from.
+    InTerm(u64, Box<GroupCommand>),
 }
 
 /// What applying a command did.
@@ -43,6 +49,8 @@ pub enum GroupCommand {
 pub struct GroupReply {
     /// The keys the `Add`s got, in order.
     pub added: Vec<u64>,
+    /// An [`GroupCommand::InTerm`] proposed in another term: nothing was applied.
+    pub stale: bool,
 }
 
 #[cfg(test)]

@@ -427,12 +427,17 @@ impl Groups {
                 None => tokio::time::sleep(Duration::from_millis(20)).await,
             }
         }
-        if term != 0 && raft.metrics().borrow().current_term != term {
-            return Err(not_leader());
-        }
+        let cmd = match term {
+            0 => cmd,
+            _ if raft.metrics().borrow().current_term != term => return Err(not_leader()),
+            // Fenced: this node may lose the group and lead it again in a later term before
+            // the proposal reaches its core.
+            _ => GroupCommand::InTerm(term, Box::new(cmd)),
+        };
         let remaining = deadline.saturating_duration_since(Instant::now());
         let started = Instant::now();
         match tokio::time::timeout(remaining, raft.client_write(cmd)).await {
+            Ok(Ok(r)) if r.data.stale => Err(not_leader()),
             Ok(Ok(r)) => {
                 self.latency.insert(group, started.elapsed());
                 Ok(r.data)

@@ -145,7 +145,10 @@ async fn forward(
         tokio::pin!(call);
         tokio::select! {
             r = &mut call => r,
-            () = replaced(&q) => link.call(&q, wire(&batch)).await,
+            () = replaced(&q) => {
+                tracing::debug!(queue = %q.name, ?sent, "a replaced handle sends its batch again");
+                link.call(&q, wire(&batch)).await
+            }
         }
     } else {
         call.await

@@ -113,6 +113,7 @@ impl RemoteLink for Link {
                 // The path is built only here (or for a replaced proxy): a publish that went
                 // through allocates nothing for it.
                 if let Some(leader) = next_leader(&node, &path(), &home, wait).await {
+                    tracing::debug!(queue = ?path().last(), from = %home, to = %leader, unreachable = sent.is_err(), "a forwarded batch goes to the queue's new leader");
                     // A quorum queue's leader moved: its publishes go to the new one (a
                     // message the old one had committed may then be there twice, as
                     // at-least-once allows; RabbitMQ's quorum queue client re-sends too).
@@ -171,6 +172,16 @@ async fn next_leader(
         }
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
+}
+
+/// The bodies of the first and last message of a forwarded batch (for the debug log).
+fn span_of(items: &[(WireMessage, bool)]) -> (String, String) {
+    let body = |w: Option<&(WireMessage, bool)>| {
+        w.and_then(|(w, _)| w.data.get(w.props_len as usize..))
+            .map(|b| String::from_utf8_lossy(&b[..b.len().min(40)]).into_owned())
+            .unwrap_or_default()
+    };
+    (body(items.first()), body(items.last()))
 }
 
 /// Whether the member named `name` answers a ping.
@@ -396,11 +407,16 @@ impl Forwarder {
         Ok(match op {
             RemoteOp::Publish(items, sent, follows) => {
                 let count = items.len() as u64;
+                let bodies = tracing::enabled!(tracing::Level::DEBUG).then(|| span_of(&items));
                 if let (Some(s), true) = (sent, follows) {
                     let taken = || q.taken_from(s.enqueuer);
                     if !self.turns.wait(&q.vhost, &q.name, s, taken).await {
+                        tracing::debug!(queue = %q.name, enqueuer = s.enqueuer, seq = s.seq, count, ?bodies, "a forwarded batch's turn did not come");
                         return Ok(RemoteReply::Published(vec![false; items.len()]));
                     }
+                }
+                if let Some(s) = sent {
+                    tracing::debug!(queue = %q.name, from = %origin.node, enqueuer = s.enqueuer, seq = s.seq, count, follows, ?bodies, "a forwarded batch is relayed");
                 }
                 let mut waits = Vec::with_capacity(items.len());
                 for (i, (wire, confirm)) in items.into_iter().enumerate() {
