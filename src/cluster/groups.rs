@@ -437,7 +437,9 @@ impl Groups {
         let remaining = deadline.saturating_duration_since(Instant::now());
         let started = Instant::now();
         match tokio::time::timeout(remaining, raft.client_write(cmd)).await {
-            Ok(Ok(r)) if r.data.stale => Err(not_leader()),
+            Ok(Ok(r)) if r.data.stale => Err(ClusterError::Refused(format!(
+                "this node led group {group} in a later term than {term} when the write was proposed"
+            ))),
             Ok(Ok(r)) => {
                 self.latency.insert(group, started.elapsed());
                 Ok(r.data)
