@@ -615,7 +615,10 @@ impl MetaNode {
         }
     }
 
-    /// Reads the tree as this node has applied it (no round trip; may lag the leader).
+    /// Reads the tree as this node has applied it (no round trip; may lag the leader). `f`
+    /// runs under the tree's read lock: it must not read the tree again (a second read waits
+    /// behind a write the state machine queued meanwhile, which waits for the first) nor do
+    /// more than look; copy out what is needed and act after.
     pub fn read<R>(&self, f: impl FnOnce(&Tree) -> R) -> R {
         match self.state.read() {
             Ok(state) => f(&state.tree),

@@ -5,7 +5,7 @@
 //! queues (with their messages) give way to the cluster's. Exclusive queues, being its
 //! connections', stay.
 
-use super::{adopt, join_metadata, seed_or_adopt};
+use super::{adopt_current, join_metadata, seed_or_adopt};
 use crate::broker::Broker;
 use crate::cluster::seeds;
 use std::sync::Arc;
@@ -88,7 +88,7 @@ impl Broker {
             )));
         }
         if seed_or_adopt(self, &fresh).await.is_err() {
-            fresh.read(|t| adopt(self, t));
+            adopt_current(self, &fresh);
             tokio::spawn(join_metadata(Arc::downgrade(self), fresh));
         }
         Ok(Joined::Joined)

@@ -16,6 +16,8 @@
 //! RabbitMQ's reset does).
 
 mod access;
+#[cfg(test)]
+mod adopt_tests;
 mod auto_delete;
 pub mod cli;
 mod exchanges;
@@ -104,7 +106,7 @@ impl Observer for Replica {
                 TreeChange::Delete(path) => apply_delete(&b, path),
                 TreeChange::DeleteTree(_) => {
                     if let Some(node) = b.cluster.get() {
-                        node.read(|t| adopt(&b, t));
+                        adopt_current(&b, &node);
                     }
                 }
             }
@@ -114,7 +116,7 @@ impl Observer for Replica {
     fn replaced(&self) {
         if let Some(b) = self.broker.upgrade() {
             if let Some(node) = b.cluster.get() {
-                node.read(|t| adopt(&b, t));
+                adopt_current(&b, &node);
             }
         }
     }
@@ -198,8 +200,17 @@ fn adopt(b: &Broker, tree: &Tree) {
 /// brings it forward from there. A node whose tree was never seeded keeps its own.
 pub fn adopt_applied(b: &Arc<Broker>) {
     if let Some(node) = b.cluster.get() {
-        node.read(|t| adopt(b, t));
+        adopt_current(b, &node);
     }
+}
+
+/// [`adopt`]s what `node` has applied, from a copy of its tree taken under the read lock and
+/// released before any registry changes: adopting a queue reads the tree again (to rebind
+/// it), and a read taken while holding one waits behind a write the state machine queued in
+/// between, which waits for the first read (std's lock lets no reader past a waiting writer).
+fn adopt_current(b: &Broker, node: &MetaNode) {
+    let tree = node.read(Tree::clone);
+    adopt(b, &tree);
 }
 
 /// Seeds the tree with this node's replicated records unless another node did first, then
@@ -218,7 +229,7 @@ async fn seed_or_adopt(
         then,
     };
     let reply = node.write(seed).await?;
-    node.read(|t| adopt(b, t));
+    adopt_current(b, node);
     if reply.before.first().is_some_and(Option::is_none) {
         tracing::info!("this node seeded the cluster's metadata with its own");
     } else {
