@@ -6,6 +6,7 @@
 mod actor;
 pub mod consumer;
 pub mod deadletter;
+mod enqueuer;
 mod handover;
 mod home_tasks;
 pub mod journal;
@@ -108,6 +109,9 @@ pub struct QueueShared {
     /// The replaced handle this one's publishes wait for ([`handover`]); set at most once,
     /// before the handle is registered.
     handover: std::sync::OnceLock<handover::Handover>,
+    /// How a quorum queue's proxy numbers what it forwards ([`enqueuer`]): the replaced
+    /// proxy's when it follows one, else its own from its first publish.
+    enqueuer: std::sync::OnceLock<Arc<enqueuer::Enqueuer>>,
 }
 
 /// Messages at least this large count against `MAILBOX_BYTES` (smaller ones are bounded well
@@ -150,10 +154,11 @@ pub struct Peeked {
 }
 
 /// Where a publish came from when its sender may send it again: the enqueuer (another
-/// node's handle of a quorum queue) and the publish's number from it, one after another.
+/// node's handles of a quorum queue, one after another) and the publish's number from it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Sent {
-    /// The sending handle, chosen at random when it starts.
+    /// The sending node's numbering for the queue, chosen at random and carried from a
+    /// replaced handle to its successor (`queue::enqueuer`).
     pub enqueuer: u64,
     /// The publish's number from it.
     pub seq: u64,
@@ -258,6 +263,7 @@ impl QueueShared {
             journal: None,
             lost_settlements: Default::default(),
             handover: Default::default(),
+            enqueuer: Default::default(),
             instance: rand::random(),
         });
         if q.args.stream {
@@ -302,6 +308,7 @@ impl QueueShared {
             journal: Some(journal),
             lost_settlements: Default::default(),
             handover: Default::default(),
+            enqueuer: Default::default(),
             instance: rand::random(),
         });
         actor::start(q.clone(), host, rx, Vec::new(), from);
@@ -339,6 +346,7 @@ impl QueueShared {
             journal: None,
             lost_settlements: Default::default(),
             handover: Default::default(),
+            enqueuer: Default::default(),
             instance: rand::random(),
         });
         remote::start(q.clone(), home.link, rx);
@@ -371,6 +379,7 @@ impl QueueShared {
             journal: None,
             lost_settlements: Default::default(),
             handover: Default::default(),
+            enqueuer: Default::default(),
             instance: rand::random(),
         });
         if q.args.stream {
@@ -406,11 +415,18 @@ impl QueueShared {
     }
 
     /// Publishes through this handle wait for `prev`, the proxy it replaces, to have sent
-    /// what was published through it ([`handover`]). Called before this handle is registered.
+    /// what was published through it ([`handover`]), and go on with its numbers
+    /// ([`enqueuer`]). Called before this handle is registered.
     pub fn follow(&self, prev: &QueueRef) {
         let _ = self
             .handover
             .set(handover::Handover::after(Arc::downgrade(prev)));
+        let _ = self.enqueuer.set(prev.enqueuer());
+    }
+
+    /// How this handle numbers the publishes it forwards ([`enqueuer`]).
+    fn enqueuer(&self) -> Arc<enqueuer::Enqueuer> {
+        self.enqueuer.get_or_init(enqueuer::Enqueuer::new).clone()
     }
 
     /// Marks the queue deleted.

@@ -174,10 +174,6 @@ struct Proxy {
     tasks: super::home_tasks::HomeTasks,
     /// The home task the last ack or drop was sent to, which a sync asks.
     settled_to: Option<u64>,
-    /// This proxy as an enqueuer of a quorum queue, and the number of its next publish:
-    /// a batch sent again carries the numbers it had, so the leader drops what it holds.
-    enqueuer: u64,
-    next_publish: u64,
     /// Publish calls in flight, oldest first (to a quorum queue).
     in_flight: std::collections::VecDeque<tokio::task::JoinHandle<()>>,
 }
@@ -190,8 +186,6 @@ pub(super) fn start(q: QueueRef, link: Arc<dyn RemoteLink>, rx: super::actor::Ma
         consumers: HashMap::new(),
         tasks: Default::default(),
         settled_to: None,
-        enqueuer: rand::random(),
-        next_publish: 0,
         in_flight: Default::default(),
     };
     tokio::spawn(proxy.run(rx));
@@ -340,11 +334,6 @@ impl Proxy {
             forward(self.link.clone(), self.q.clone(), batch, None, false).await;
             return;
         }
-        let sent = super::Sent {
-            enqueuer: self.enqueuer,
-            seq: self.next_publish,
-        };
-        self.next_publish += batch.len() as u64;
         while self.in_flight.front().is_some_and(|c| c.is_finished()) {
             self.in_flight.pop_front();
         }
@@ -353,15 +342,14 @@ impl Proxy {
                 let _ = call.await;
             }
         }
-        let follows = !self.in_flight.is_empty();
-        let call = forward(
-            self.link.clone(),
-            self.q.clone(),
-            batch,
-            Some(sent),
-            follows,
-        );
-        self.in_flight.push_back(tokio::spawn(call));
+        // Numbered by the queue's enqueuer here, which a replaced proxy may share: a batch
+        // follows any call of it still unanswered, this proxy's or its predecessor's.
+        let (sent, follows, unanswered) = self.q.enqueuer().number(batch.len() as u64);
+        let (link, q) = (self.link.clone(), self.q.clone());
+        self.in_flight.push_back(tokio::spawn(async move {
+            forward(link, q, batch, Some(sent), follows).await;
+            drop(unanswered);
+        }));
     }
 
     /// Waits for every publish call in flight (what is sent next must not overtake them).

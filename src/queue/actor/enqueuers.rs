@@ -7,8 +7,9 @@
 
 use crate::queue::Sent;
 
-/// Enqueuers remembered at most (the most recently heard): one per node's handle of the
-/// queue, a new one after each leader move.
+/// Enqueuers remembered at most (the most recently heard): one per node forwarding to the
+/// queue (its successive handles share one, `queue::enqueuer`), a new one when the queue
+/// was led there in between.
 const KEEP: usize = 64;
 
 /// The highest publish number taken from each recent enqueuer, oldest first.
