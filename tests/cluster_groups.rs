@@ -239,6 +239,152 @@ async fn a_group_commits_writes_from_any_member_and_survives_its_leaders_node() 
     }
 }
 
+/// A group's leader whose node restarts before its followers elect another does not lead its
+/// old term again (its followers may hold entries of that term that it lost, and it would
+/// give its next entries their log ids). It asks who leads; its followers take it for down
+/// and the members elect a leader in a later term, which holds every committed value.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_leader_restarted_at_once_does_not_lead_its_old_term_again() {
+    let mut nodes = three().await;
+    form(&nodes, 11, 0).await;
+    let mut want = Vec::new();
+    for i in 0..10 {
+        let v = format!("m{i}");
+        let reply = nodes[0]
+            .node
+            .groups()
+            .write(11, add(v.clone()))
+            .await
+            .expect("committed");
+        want.push((reply.added[0], v));
+    }
+    let term = nodes[0]
+        .node
+        .groups()
+        .metrics(11)
+        .expect("a member")
+        .current_term;
+    let (dir, listen, name) = stop(nodes.remove(0)).await;
+    // Back at once: its followers still take it for their leader.
+    nodes.insert(0, start_in(dir, &name, listen).await);
+    let cut = Instant::now();
+    let reply = nodes[1]
+        .node
+        .groups()
+        .write(11, add("after".into()))
+        .await
+        .expect("a leader commits after the restart");
+    want.push((reply.added[0], "after".into()));
+    assert!(
+        cut.elapsed() < Duration::from_secs(5),
+        "the group was led again after {:?}",
+        cut.elapsed()
+    );
+    let leaders: Vec<(String, u64)> = nodes
+        .iter()
+        .filter(|n| n.node.groups().is_leader(11))
+        .map(|n| {
+            let m = n.node.groups().metrics(11).expect("a member");
+            (n.node.name().to_string(), m.current_term)
+        })
+        .collect();
+    assert_eq!(leaders.len(), 1, "one leader: {leaders:?}");
+    assert!(
+        leaders[0].1 > term,
+        "led in term {term} before the restart; after it: {leaders:?}"
+    );
+    for n in &nodes {
+        eventually_values(n, 11, &want).await;
+    }
+    for n in nodes {
+        stop(n).await;
+    }
+}
+
+/// Copies the files under `from` into `to`.
+fn copy_dir(from: &std::path::Path, to: &std::path::Path) {
+    for entry in std::fs::read_dir(from).expect("read dir") {
+        let entry = entry.expect("entry");
+        let target = to.join(entry.file_name());
+        if entry.file_type().expect("type").is_dir() {
+            std::fs::create_dir_all(&target).expect("mkdir");
+            copy_dir(&entry.path(), &target);
+        } else {
+            std::fs::copy(entry.path(), &target).expect("copy");
+        }
+    }
+}
+
+/// The hazard the test above guards against, played out: a leader replicates before its own
+/// flush, so a kill can leave its followers holding committed entries that it lost. Its
+/// data directory is copied while idle and put back after three more writes (the state such
+/// a kill leaves). Restarted at once, it neither leads its old term again (it would give
+/// its next entry the log id of one the followers hold: values that differ from node to
+/// node) nor waits for an election it cannot win (its log is shorter): its followers,
+/// asked who leads, take it for down, and one of them leads with every committed value.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_restarted_leader_that_lost_entries_its_followers_hold_gives_no_log_id_twice() {
+    let mut nodes = three().await;
+    form(&nodes, 12, 0).await;
+    let mut want = Vec::new();
+    let write = async |n: &Node, v: String, want: &mut Vec<(u64, String)>| {
+        let reply = n
+            .node
+            .groups()
+            .write(12, add(v.clone()))
+            .await
+            .expect("committed");
+        want.push((reply.added[0], v));
+    };
+    for i in 0..7 {
+        write(&nodes[0], format!("m{i}"), &mut want).await;
+    }
+    for n in &nodes {
+        eventually_values(n, 12, &want).await;
+    }
+    // Idle: every write is on disk.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let before = tempfile::tempdir().expect("dir");
+    copy_dir(nodes[0].dir.path(), before.path());
+    for i in 7..10 {
+        write(&nodes[0], format!("m{i}"), &mut want).await;
+    }
+    let term = nodes[0]
+        .node
+        .groups()
+        .metrics(12)
+        .expect("a member")
+        .current_term;
+    let (dir, listen, name) = stop(nodes.remove(0)).await;
+    drop(dir);
+    nodes.insert(0, start_in(before, &name, listen).await);
+    let cut = Instant::now();
+    write(&nodes[1], "after".into(), &mut want).await;
+    assert!(
+        cut.elapsed() < Duration::from_secs(5),
+        "the group was led again after {:?}",
+        cut.elapsed()
+    );
+    let leaders: Vec<(String, u64)> = nodes
+        .iter()
+        .filter(|n| n.node.groups().is_leader(12))
+        .map(|n| {
+            let m = n.node.groups().metrics(12).expect("a member");
+            (n.node.name().to_string(), m.current_term)
+        })
+        .collect();
+    assert!(
+        leaders.len() == 1 && leaders[0].1 > term && leaders[0].0 != name,
+        "led by {name} in term {term} before the restart; after it: {leaders:?}"
+    );
+    for n in &nodes {
+        eventually_values(n, 12, &want).await;
+    }
+    for n in nodes {
+        stop(n).await;
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_member_that_was_down_catches_up_by_snapshot_and_can_lead() {
     let mut nodes = three().await;

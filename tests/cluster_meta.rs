@@ -244,6 +244,46 @@ async fn losing_the_leader_elects_another_and_the_old_one_catches_up_after_resta
     }
 }
 
+/// A leader that restarts before the others time out does not lead its old term again: a
+/// leader replicates entries before its own flush (vendor/README.md), so its followers may
+/// hold entries of that term that it lost, and leading the term again it would give its next
+/// entries their log ids. It comes back as a follower; the group is led in a later term.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_leader_restarted_at_once_does_not_lead_its_old_term_again() {
+    let mut nodes = three().await;
+    nodes[0].node.write(put(&["a"], "1")).await.expect("write");
+    let leader = nodes[0].node.leader().expect("leader").0;
+    let at = nodes
+        .iter()
+        .position(|n| n.node.id() == leader)
+        .expect("leader is a node");
+    let term = nodes[at].node.term();
+    let (dir, listen, name) = stop(nodes.remove(at)).await;
+    // Back well within the others' election timeout (400-800 ms) and leader lease.
+    let back = start_in(dir, &name, listen, SECRET).await;
+    back.node
+        .write(put(&["b"], "2"))
+        .await
+        .expect("write after the restart");
+    nodes.push(back);
+    let leaders: Vec<(String, u64)> = nodes
+        .iter()
+        .filter(|n| n.node.is_leader())
+        .map(|n| (n.node.name().to_string(), n.node.term()))
+        .collect();
+    assert!(
+        leaders.iter().all(|(_, t)| *t > term),
+        "led in term {term} before the restart; leaders after it: {leaders:?}"
+    );
+    assert!(!leaders.is_empty(), "the write committed under a leader");
+    for n in &nodes {
+        assert_eq!(value(&n.node, &["a"]), Some(b"1".to_vec()));
+    }
+    for n in nodes {
+        stop(n).await;
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_node_cut_off_from_the_majority_times_out_writes_and_recovers_when_they_return() {
     let mut nodes = three().await;

@@ -72,6 +72,9 @@ pub struct Groups {
     latency: DashMap<u64, Duration>,
     /// When this node last heard from each group's leader (an append or a snapshot).
     heard: DashMap<u64, Instant>,
+    /// The leader each group's member takes for its own but that asked who leads
+    /// ([`GroupRpc::Hello`]): it leads no longer, so it counts as down in that group.
+    gone: DashMap<u64, NodeId>,
     /// When these groups were started (the node's boot): what it heard before is forgotten.
     booted: Instant,
     /// Something calls for the supervisor to look at every group on its next tick.
@@ -126,6 +129,7 @@ impl Groups {
             settling: Default::default(),
             latency: DashMap::new(),
             heard: DashMap::new(),
+            gone: DashMap::new(),
             booted: Instant::now(),
             woken: Default::default(),
         })
@@ -527,7 +531,7 @@ impl Groups {
             GroupRpc::Members(members) => {
                 GroupResponse::Members(change_members(raft, members).await)
             }
-            GroupRpc::Hello => {
+            GroupRpc::Hello { from } => {
                 let (leading, leader) = {
                     let m = raft.metrics();
                     let m = m.borrow();
@@ -535,6 +539,11 @@ impl Groups {
                 };
                 if leading {
                     let _ = raft.trigger().heartbeat().await;
+                } else if leader == Some(from) {
+                    // Its leader knows no leader: it restarted, and does not lead its old
+                    // term again. The supervisor takes it for down in this group.
+                    self.gone.insert(group, from);
+                    self.woken.store(true, std::sync::atomic::Ordering::Release);
                 }
                 GroupResponse::Status {
                     leading,

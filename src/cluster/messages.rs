@@ -61,8 +61,13 @@ pub enum GroupRpc {
     /// How the receiver's member is doing ([`MemberReport`]).
     Report,
     /// Who leads? (A member that knows no leader asks before it calls an election; a leader
-    /// asked so sends its followers an append at once, which tells them.)
-    Hello,
+    /// asked so sends its followers an append at once, which tells them. A follower asked
+    /// so by the member it takes for its leader learns that it leads no longer: a leader
+    /// that restarts does not lead its old term again.)
+    Hello {
+        /// The member asking.
+        from: NodeId,
+    },
 }
 
 /// The answer of a replicated queue group, of the request's kind.

@@ -326,6 +326,11 @@ impl MetaNode {
         leader_of(&self.raft)
     }
 
+    /// The metadata group's term as this node knows it.
+    pub fn term(&self) -> u64 {
+        self.raft.metrics().borrow().current_term
+    }
+
     /// Whether this node leads the group now.
     pub fn is_leader(&self) -> bool {
         self.raft.metrics().borrow().state == ServerState::Leader

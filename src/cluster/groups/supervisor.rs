@@ -3,8 +3,9 @@
 //! pings the nodes leading them, and it looks at every group only when that finds a node
 //! down, when its last look left something to do, or every [`SWEEP`].
 //! A group this node leads gets its leading hook run once per term ([`Groups::settle`]); a
-//! group whose leader's node does not answer a ping (one per node and tick, not per group) or
-//! that knows no leader gets an election, called by its members in a per-group order: the
+//! group whose leader's node does not answer a ping (one per node and tick, not per group),
+//! that knows no leader, or whose leader asked who leads (a restarted leader does not lead
+//! its old term again) gets an election, called by its members in a per-group order: the
 //! preferred member first, then the others ranked by [`rank_key`], each rank waiting
 //! [`RANK_STEP`] longer than the one before, and only a member with the longest log.
 
@@ -120,6 +121,10 @@ impl Groups {
                     .filter(|l| membership.voter_ids().any(|v| v == *l));
                 (m.state, leader, membership.voter_ids().next().is_some())
             };
+            let gone = self.gone.get(&group).map(|g| *g);
+            if gone.is_some() && (gone != leader || state == ServerState::Leader) {
+                self.gone.remove(&group);
+            }
             if state == ServerState::Leader {
                 self.leaderless.remove(&group);
                 look.busy |= !self.settle(group, &raft);
@@ -130,6 +135,8 @@ impl Groups {
                 continue;
             }
             let leader_up = match leader {
+                // It asked who leads: it does not.
+                Some(id) if gone == Some(id) => false,
                 Some(id) => match alive.get(&id) {
                     Some(up) => *up,
                     None => {
@@ -238,11 +245,13 @@ impl Groups {
         let mut preferred_leaderless = false;
         let hello = Request::Group {
             group,
-            rpc: GroupRpc::Hello,
+            rpc: GroupRpc::Hello { from: self.me },
         };
+        // A leader that asked who leads is asked too: it may have the longest log.
+        let gone = leader.is_some() && self.gone.get(&group).map(|g| *g) == leader;
         for (id, member) in voters
             .iter()
-            .filter(|(id, _)| *id != self.me && Some(*id) != leader)
+            .filter(|(id, _)| *id != self.me && (Some(*id) != leader || gone))
         {
             let answer = self
                 .peers
@@ -258,6 +267,7 @@ impl Groups {
                 if leading {
                     // It tells this node by an append.
                     self.leaderless.remove(&group);
+                    self.gone.remove(&group);
                     return;
                 }
                 preferred_leaderless |= Some(*id) == preferred && leader.is_none();

@@ -156,6 +156,20 @@ where C: RaftTypeConfig
             self.state.membership_state.effective().is_voter(&self.config.id)
         );
 
+        // Warren: a leader that has other voters does not lead its old term again. Its
+        // followers may hold entries of that term that it lost (it replicates before its
+        // own flush, `RaftCore::append_as_leader`), and leading the term again it would
+        // give its next entries their log ids. Its vote is no longer taken as committed
+        // (in memory; a new vote is saved as usual): it starts as a follower, and the
+        // group is led in a later term by whoever the others elect.
+        if self.state.is_leader(&self.config.id)
+            && self.state.membership_state.effective().voter_ids().any(|v| v != self.config.id)
+        {
+            let mut vote = self.state.vote_ref().clone();
+            vote.committed = false;
+            self.state.vote.update(C::now(), vote);
+        }
+
         // Previously it is a leader. restore it as leader at once
         if self.state.is_leader(&self.config.id) {
             self.vote_handler().update_internal_server_state();

@@ -8,8 +8,6 @@ use crate::engine::Command;
 use crate::engine::Engine;
 use crate::engine::LogIdList;
 use crate::entry::RaftEntry;
-use crate::progress::entry::ProgressEntry;
-use crate::progress::Inflight;
 use crate::testing::log_id;
 use crate::utime::UTime;
 use crate::EffectiveMembership;
@@ -21,6 +19,10 @@ use crate::Vote;
 
 fn m_empty() -> Membership<u64, ()> {
     Membership::<u64, ()>::new(vec![btreeset! {}], None)
+}
+
+fn m2() -> Membership<u64, ()> {
+    Membership::<u64, ()>::new(vec![btreeset! {2}], None)
 }
 
 fn m23() -> Membership<u64, ()> {
@@ -40,14 +42,36 @@ fn eng() -> Engine<UTConfig> {
     eng
 }
 
-/// It is a Leader but not yet append any logs.
+/// Warren: a leader with other voters starts as a follower, its vote no longer committed: its
+/// followers may hold entries of its term that it lost.
 #[test]
-fn test_startup_as_leader_without_logs() -> anyhow::Result<()> {
+fn test_startup_as_leader_with_other_voters_becomes_follower() -> anyhow::Result<()> {
     let mut eng = eng();
-    // self.id==2 is a voter:
+    // self.id==2 is a voter, and so is 3:
     eng.state
         .membership_state
         .set_effective(Arc::new(EffectiveMembership::new(Some(log_id(2, 1, 3)), m23())));
+    eng.state.log_ids = LogIdList::new([log_id(1, 1, 2), log_id(1, 2, 4), log_id(1, 2, 6)]);
+    eng.state.vote = UTime::new(TokioInstant::now(), Vote::new_committed(1, 2));
+
+    eng.startup();
+
+    assert_eq!(ServerState::Follower, eng.state.server_state);
+    assert_eq!(&Vote::new(1, 2), eng.state.vote_ref());
+    assert!(eng.leader.is_none());
+    assert_eq!(0, eng.output.take_commands().len());
+
+    Ok(())
+}
+
+/// It is a Leader, the only voter, but not yet append any logs.
+#[test]
+fn test_startup_as_leader_without_logs() -> anyhow::Result<()> {
+    let mut eng = eng();
+    // self.id==2 is the only voter:
+    eng.state
+        .membership_state
+        .set_effective(Arc::new(EffectiveMembership::new(Some(log_id(2, 1, 3)), m2())));
     // Committed vote makes it a leader at startup.
     eng.state.vote = UTime::new(TokioInstant::now(), Vote::new_committed(1, 2));
 
@@ -58,21 +82,18 @@ fn test_startup_as_leader_without_logs() -> anyhow::Result<()> {
         vec![
             //
             Command::BecomeLeader,
-            Command::RebuildReplicationStreams {
-                targets: vec![(3, ProgressEntry {
-                    matching: None,
-                    curr_inflight_id: 0,
-                    inflight: Inflight::None,
-                    searching_end: 0
-                })]
-            },
+            Command::RebuildReplicationStreams { targets: vec![] },
             Command::AppendInputEntries {
                 vote: Vote::new_committed(1, 2),
                 entries: vec![Entry::<UTConfig>::new_blank(log_id(1, 2, 0))],
             },
-            Command::Replicate {
-                target: 3,
-                req: Inflight::logs(None, Some(log_id(1, 2, 0))).with_id(1)
+            Command::ReplicateCommitted {
+                committed: Some(log_id(1, 2, 0))
+            },
+            Command::Commit {
+                seq: 1,
+                already_committed: None,
+                upto: log_id(1, 2, 0)
             }
         ],
         eng.output.take_commands()
@@ -85,10 +106,10 @@ fn test_startup_as_leader_without_logs() -> anyhow::Result<()> {
 fn test_startup_as_leader_with_proposed_logs() -> anyhow::Result<()> {
     tracing::info!("--- a leader proposed logs and restarted, reuse noop_log_id");
     let mut eng = eng();
-    // self.id==2 is a voter:
+    // self.id==2 is the only voter:
     eng.state
         .membership_state
-        .set_effective(Arc::new(EffectiveMembership::new(Some(log_id(2, 1, 3)), m23())));
+        .set_effective(Arc::new(EffectiveMembership::new(Some(log_id(2, 1, 3)), m2())));
     // Fake existing log ids
     eng.state.log_ids = LogIdList::new([log_id(1, 1, 2), log_id(1, 2, 4), log_id(1, 2, 6)]);
     // Committed vote makes it a leader at startup.
@@ -103,17 +124,14 @@ fn test_startup_as_leader_with_proposed_logs() -> anyhow::Result<()> {
         vec![
             //
             Command::BecomeLeader,
-            Command::RebuildReplicationStreams {
-                targets: vec![(3, ProgressEntry {
-                    matching: None,
-                    curr_inflight_id: 0,
-                    inflight: Inflight::None,
-                    searching_end: 7
-                })]
+            Command::RebuildReplicationStreams { targets: vec![] },
+            Command::ReplicateCommitted {
+                committed: Some(log_id(1, 2, 6))
             },
-            Command::Replicate {
-                target: 3,
-                req: Inflight::logs(None, Some(log_id(1, 2, 6))).with_id(1)
+            Command::Commit {
+                seq: 1,
+                already_committed: None,
+                upto: log_id(1, 2, 6)
             }
         ],
         eng.output.take_commands()
