@@ -179,7 +179,7 @@ impl Broker {
                 vhost,
                 exchange,
                 msg: Arc::new(msg),
-                stored: true,
+                held: crate::delayed::Held::Store,
             })
             .collect();
         let _ = self.delayer.set(crate::delayed::Delayer::start(

@@ -3,16 +3,23 @@
 //! through its exchange once the delay is over. One task keeps the timers in a heap ordered by
 //! due time; pending delays survive a restart. What "route it now" means is the broker's
 //! business ([`Release`]), so the scheduler sits below the vhosts that schedule into it.
+//!
+//! On a cluster, a durable delayed exchange's messages are held by a replicated group
+//! instead ([`Replica`], `replication::delayed`): a publish is confirmed once the group has
+//! it, and the timers run on the node leading the group, which feeds them here
+//! ([`Delayer::feed`]) and releases each only while it still leads in the term it was fed
+//! in ([`Held::Group`]).
 
 use crate::clock::unix_ms;
 use crate::confirm::ConfirmToken;
 use crate::message::Message;
 use crate::store::Store;
+use dashmap::DashMap;
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashMap};
 use std::future::Future;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Weak};
+use std::sync::{Arc, OnceLock, Weak};
 use std::time::Duration;
 use tokio::sync::mpsc;
 
@@ -29,8 +36,45 @@ pub struct Delayed {
     pub exchange: String,
     /// The message.
     pub msg: Arc<Message>,
-    /// Whether it is in the store (to delete it once routed).
-    pub stored: bool,
+    /// Where it is held (to delete it from there once routed).
+    pub held: Held,
+}
+
+/// Where a delayed message is held until it is routed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Held {
+    /// In memory only (a transient exchange).
+    Memory,
+    /// In this node's store.
+    Store,
+    /// In a replicated group, under `key`, fed by the node leading it in `term`.
+    Group {
+        /// The group.
+        group: u64,
+        /// The message's key in the group.
+        key: u64,
+        /// The term the feeding node led the group in.
+        term: u64,
+    },
+}
+
+/// Holds the messages of the delayed exchanges that are replicated (implemented by the
+/// cluster's replication).
+pub trait Replica: Send + Sync + 'static {
+    /// Adds `msg`, due at `due` (Unix milliseconds), to `group` (its members named by
+    /// `members`); `token` completes once the group has it (or fails).
+    fn hold(
+        &self,
+        group: u64,
+        members: &[String],
+        due: u64,
+        msg: Arc<Message>,
+        token: Option<ConfirmToken>,
+    );
+    /// Whether this node still leads `group` in `term` (else another node releases).
+    fn leads(&self, group: u64, term: u64) -> bool;
+    /// Removes `keys` from `group`: their messages were routed.
+    fn released(&self, group: u64, keys: Vec<u64>);
 }
 
 /// Routes a message whose delay is over (implemented by the broker: through its vhost's
@@ -40,12 +84,26 @@ pub trait Release: Send + Sync + 'static {
     fn release(&self, d: Delayed) -> impl Future<Output = ()> + Send;
 }
 
+/// A replicated exchange's group and its members' names.
+type Replicated = (u64, Arc<[String]>);
+
 /// Handle on the delay scheduler.
-#[derive(Debug)]
 pub struct Delayer {
     tx: mpsc::UnboundedSender<Delayed>,
     next_id: AtomicU64,
     store: Store,
+    /// The group holding each replicated exchange's messages and its members' names, by
+    /// (vhost, exchange).
+    groups: DashMap<(String, String), Replicated>,
+    replica: Arc<OnceLock<Arc<dyn Replica>>>,
+}
+
+impl std::fmt::Debug for Delayer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Delayer")
+            .field("replicated", &self.groups.len())
+            .finish_non_exhaustive()
+    }
 }
 
 /// The `x-delay` header of a message, when positive.
@@ -76,12 +134,60 @@ impl Delayer {
     pub fn start<R: Release>(target: Weak<R>, store: Store, recovered: Vec<Delayed>) -> Delayer {
         let next_id = recovered.iter().map(|d| d.id + 1).max().unwrap_or(1);
         let (tx, rx) = mpsc::unbounded_channel();
-        tokio::spawn(run(target, store.clone(), rx, recovered));
+        let replica = Arc::new(OnceLock::new());
+        tokio::spawn(run(target, store.clone(), replica.clone(), rx, recovered));
         Delayer {
             tx,
             next_id: AtomicU64::new(next_id),
             store,
+            groups: DashMap::new(),
+            replica,
         }
+    }
+
+    /// Makes `replica` hold the messages of the exchanges given a group (set once).
+    pub fn set_replica(&self, replica: Arc<dyn Replica>) {
+        let _ = self.replica.set(replica);
+    }
+
+    /// Has `group` (whose members are named by `members`) hold the messages of `exchange`
+    /// in `vhost` from now on.
+    pub fn replicate(&self, vhost: &str, exchange: &str, group: u64, members: &[String]) {
+        self.groups.insert(
+            (vhost.to_owned(), exchange.to_owned()),
+            (group, members.into()),
+        );
+    }
+
+    /// The exchange whose messages `group` holds: its vhost and name.
+    pub fn exchange_of(&self, group: u64) -> Option<(String, String)> {
+        self.groups
+            .iter()
+            .find(|e| e.value().0 == group)
+            .map(|e| e.key().clone())
+    }
+
+    /// The groups holding the messages of replicated exchanges.
+    pub fn groups(&self) -> Vec<u64> {
+        self.groups.iter().map(|e| e.value().0).collect()
+    }
+
+    /// Forgets the group of `exchange` in `vhost` (deleted).
+    pub fn forget(&self, vhost: &str, exchange: &str) {
+        self.groups.remove(&(vhost.to_owned(), exchange.to_owned()));
+    }
+
+    /// Schedules a message that a group holds (this node leads it): routed when due, if this
+    /// node still leads the group in the term of `held` then.
+    pub fn feed(&self, vhost: &str, exchange: &str, due: u64, msg: Arc<Message>, held: Held) {
+        let _ = self.tx.send(Delayed {
+            due,
+            id: self.next_id.fetch_add(1, Ordering::Relaxed),
+            vhost: vhost.to_owned(),
+            exchange: exchange.to_owned(),
+            msg,
+            held,
+        });
     }
 
     /// Holds a message for `delay_ms`; if `durable`, it is stored first and the token completes
@@ -96,6 +202,17 @@ impl Delayer {
         token: Option<ConfirmToken>,
     ) {
         let due = unix_ms().saturating_add(delay_ms);
+        if !self.groups.is_empty() {
+            let group = self
+                .groups
+                .get(&(vhost.to_owned(), exchange.to_owned()))
+                .map(|g| g.clone());
+            if let (Some((group, members)), Some(replica)) = (group, self.replica.get()) {
+                // The group's leader schedules it once the group has it.
+                replica.hold(group, &members, due, msg, token);
+                return;
+            }
+        }
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
         if durable {
             self.store
@@ -109,7 +226,7 @@ impl Delayer {
             vhost: vhost.to_owned(),
             exchange: exchange.to_owned(),
             msg,
-            stored: durable,
+            held: if durable { Held::Store } else { Held::Memory },
         });
     }
 }
@@ -117,6 +234,7 @@ impl Delayer {
 async fn run<R: Release>(
     target: Weak<R>,
     store: Store,
+    replica: Arc<OnceLock<Arc<dyn Replica>>>,
     mut rx: mpsc::UnboundedReceiver<Delayed>,
     recovered: Vec<Delayed>,
 ) {
@@ -145,17 +263,36 @@ async fn run<R: Release>(
                 }
             } => {
                 let now = unix_ms();
+                // The keys routed now, by group: removed in one write per group.
+                let mut routed: HashMap<u64, Vec<u64>> = HashMap::new();
                 while let Some(Reverse((due, id))) = heap.peek().copied() {
                     if due > now {
                         break;
                     }
                     heap.pop();
-                    if let Some(d) = pending.remove(&id) {
-                        if d.stored {
-                            store.delete_delayed((d.due, d.id));
+                    let Some(d) = pending.remove(&id) else {
+                        continue;
+                    };
+                    let held = d.held;
+                    match held {
+                        Held::Memory => {}
+                        Held::Store => store.delete_delayed((d.due, d.id)),
+                        Held::Group { group, term, .. } => {
+                            // Another node leads the group now: it releases the message.
+                            if !replica.get().is_some_and(|r| r.leads(group, term)) {
+                                continue;
+                            }
                         }
-                        let Some(t) = target.upgrade() else { return };
-                        t.release(d).await;
+                    }
+                    let Some(t) = target.upgrade() else { return };
+                    t.release(d).await;
+                    if let Held::Group { group, key, .. } = held {
+                        routed.entry(group).or_default().push(key);
+                    }
+                }
+                if let Some(r) = replica.get() {
+                    for (group, keys) in routed {
+                        r.released(group, keys);
                     }
                 }
             }

@@ -287,6 +287,14 @@ impl Groups {
             .is_some_and(|r| r.metrics().borrow().state == ServerState::Leader)
     }
 
+    /// The term in which this node leads `group`, if it does.
+    pub fn leading_term(&self, group: u64) -> Option<u64> {
+        let raft = self.map.get(&group)?;
+        let m = raft.metrics();
+        let m = m.borrow();
+        (m.state == ServerState::Leader).then_some(m.current_term)
+    }
+
     /// Waits up to `timeout` for `group` to have a leader this node knows of.
     pub async fn wait_leader(&self, group: u64, timeout: Duration) -> Option<(NodeId, String)> {
         let raft = self.raft(group).ok()?;
@@ -313,6 +321,26 @@ impl Groups {
             }
         };
         self.at_leader(group, rpc, here, &[], |r| match r {
+            Response::Group(GroupResponse::Write(r)) => Some(r),
+            _ => None,
+        })
+        .await
+    }
+
+    /// [`Self::write`] from any node: one that is not a member of `group` asks its `members`
+    /// who leads.
+    pub async fn write_via(
+        &self,
+        group: u64,
+        cmd: GroupCommand,
+        members: &[Member],
+    ) -> Result<GroupReply, ClusterError> {
+        if self.map.contains_key(&group) {
+            return self.write(group, cmd).await;
+        }
+        let rpc = GroupRpc::Write(cmd);
+        let here = |_: GroupRaft| async { Err(Refused::NotLeader(None)) };
+        self.at_leader(group, rpc, here, members, |r| match r {
             Response::Group(GroupResponse::Write(r)) => Some(r),
             _ => None,
         })
@@ -479,6 +507,15 @@ impl Groups {
         self.store
             .group_image(group)
             .map(|i| i.values)
+            .map_err(|e| ClusterError::Refused(e.to_string()))
+    }
+
+    /// `group`'s values from key `from` on, as last committed here (what was applied
+    /// lately may not be there yet).
+    pub fn values_from(&self, group: u64, from: u64) -> Result<Vec<(u64, Vec<u8>)>, ClusterError> {
+        self.raft(group)?;
+        self.store
+            .group_values_from(group, from)
             .map_err(|e| ClusterError::Refused(e.to_string()))
     }
 

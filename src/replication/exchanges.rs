@@ -14,6 +14,7 @@
 //! bindings say it has none left; an operation that is not replicated (a queue unbound or
 //! deleted) hands its decision to [`auto_delete_decider`], which proposes the same guard.
 
+use super::delay_record::{DelayGroup, DELAYS};
 use super::{unavailable, Record, VHOSTS};
 use crate::broker::Broker;
 use crate::cluster::types::{Command, Path};
@@ -132,16 +133,19 @@ pub(super) fn predeclared(name: &str) -> bool {
     name.is_empty() || name.starts_with("amq.")
 }
 
-fn encode_exchange(type_name: &str, o: &ExchangeOptions) -> Vec<u8> {
-    serde_json::json!({
+/// An exchange's record: with `delays`, the group holding its delayed messages.
+fn encode_exchange(type_name: &str, o: &ExchangeOptions, delays: Option<&DelayGroup>) -> Vec<u8> {
+    let mut j = serde_json::json!({
         "type": type_name,
         "durable": o.durable,
         "auto_delete": o.auto_delete,
         "internal": o.internal,
         "arguments": hex(&table_bytes(&o.arguments)),
-    })
-    .to_string()
-    .into_bytes()
+    });
+    if let (Some(d), Some(map)) = (delays, j.as_object_mut()) {
+        map.insert(DELAYS.into(), d.fields());
+    }
+    j.to_string().into_bytes()
 }
 
 fn decode_exchange(bytes: &[u8]) -> Option<(String, ExchangeOptions)> {
@@ -175,7 +179,7 @@ pub(super) fn records(b: &Broker) -> Vec<Record> {
                 };
                 out.push((
                     exchange_path(&v.name, &x.name),
-                    encode_exchange(x.type_name(), &o),
+                    encode_exchange(x.type_name(), &o, None),
                 ));
             }
             for bd in x.bindings().list() {
@@ -382,11 +386,22 @@ impl Broker {
         if checks?.is_none() {
             return Ok(());
         }
+        // A durable delayed exchange's messages are held by a group of their own.
+        let delays = if type_name == crate::exchange::DELAYED_TYPE && o.durable {
+            let (group, members) = super::placement::place(&node, node.name(), None).await;
+            Some(DelayGroup {
+                group,
+                members,
+                node: node.name().to_owned(),
+            })
+        } else {
+            None
+        };
         let cmd = Command::IfPresent {
             path: super::vhost_path(&v.name),
             then: vec![Command::Create {
                 path: exchange_path(&v.name, name),
-                value: encode_exchange(type_name, o),
+                value: encode_exchange(type_name, o, delays.as_ref()),
             }],
         };
         let reply = node.write(cmd).await.map_err(unavailable)?;
@@ -528,7 +543,7 @@ mod tests {
                 AMQPValue::LongString(LongString::from("ae")),
             )]),
         };
-        let (kind, back) = decode_exchange(&encode_exchange("topic", &o)).expect("decodes");
+        let (kind, back) = decode_exchange(&encode_exchange("topic", &o, None)).expect("decodes");
         assert_eq!(kind, "topic");
         assert_eq!(
             (back.durable, back.auto_delete, back.internal),

@@ -20,11 +20,14 @@ mod access;
 mod adopt_tests;
 mod auto_delete;
 pub mod cli;
+mod delay_record;
+mod delayed;
 mod exchanges;
 mod exclusive;
 mod forward;
 mod membership;
 mod outbound;
+mod placement;
 mod publish;
 mod queue_record;
 mod queues;
@@ -138,7 +141,11 @@ fn in_queues(path: &[String]) -> bool {
 
 fn apply_put(b: &Broker, path: &[String], value: &[u8]) {
     let decoded = match path.first().map(String::as_str) {
-        _ if in_exchanges(path) => exchanges::apply_put(b, path, value),
+        _ if in_exchanges(path) => {
+            let decoded = exchanges::apply_put(b, path, value);
+            delayed::apply_put(b, path, value);
+            decoded
+        }
         _ if in_queues(path) => queues::apply_put(b, path, value),
         Some(access::USERS | access::USER_LIMITS | access::PERMISSIONS)
         | Some(access::TOPIC_PERMISSIONS) => access::apply_put(b, path, value),
@@ -152,7 +159,10 @@ fn apply_put(b: &Broker, path: &[String], value: &[u8]) {
 
 fn apply_delete(b: &Broker, path: &[String]) {
     if in_exchanges(path) {
-        return exchanges::apply_delete(b, path);
+        exchanges::apply_delete(b, path);
+        delayed::apply_delete(b, path);
+        drop_orphans(b);
+        return;
     }
     if in_queues(path) {
         return queues::apply_delete(b, path);
@@ -245,7 +255,49 @@ async fn seed_or_adopt(
 /// group this node comes to lead.
 pub fn serve_node(b: &Arc<Broker>, node: &MetaNode) {
     node.set_app_handler(forward::handler(b, exclusive::receive_notice));
-    node.groups().on_leading(quorum::leading_hook(b));
+    node.groups().on_leading(leading_hook(b));
+    if let Some(delayer) = b.delayer() {
+        delayer.set_replica(Arc::new(delayed::GroupReplica {
+            broker: Arc::downgrade(b),
+        }));
+    }
+}
+
+/// The hook the groups call when this node comes to lead one: a delayed exchange's group
+/// ([`delayed::take_over`]) or a quorum queue's ([`quorum::take_over`]).
+fn leading_hook(b: &Arc<Broker>) -> crate::cluster::groups::LeadingHook {
+    let weak = Arc::downgrade(b);
+    Arc::new(move |group| {
+        let weak = weak.clone();
+        Box::pin(async move {
+            let Some(b) = weak.upgrade() else {
+                return true;
+            };
+            if b.delayer().is_some_and(|d| d.exchange_of(group).is_some()) {
+                return delayed::take_over(b, group).await;
+            }
+            let done = quorum::take_over(b.clone(), group).await;
+            // A delayed exchange whose record this node has not applied yet (at boot, the
+            // groups may elect first): asked again.
+            done && !b.cluster.get().is_some_and(|n| delayed::named(&n, group))
+        })
+    })
+}
+
+/// Stops and wipes, in the background, this node's groups whose quorum queue or delayed
+/// exchange is no longer in the tree (deleted).
+fn drop_orphans(b: &Broker) {
+    let Some(node) = b.cluster.get().filter(|n| !n.groups().ids().is_empty()) else {
+        return;
+    };
+    let delays = b.delayer().map(|d| d.groups()).unwrap_or_default();
+    tokio::spawn(async move {
+        for group in node.groups().ids() {
+            if !delays.contains(&group) && quorum::queue_of_group(&node, group).is_none() {
+                node.groups().delete(group).await;
+            }
+        }
+    });
 }
 
 /// [`seed_or_adopt`] in the background from the start, retrying each second until a majority

@@ -81,10 +81,8 @@ pub(super) fn apply_delete(b: &Broker, path: &[String]) {
         debug_assert_eq!(&v.name, vhost);
         v.drop_queue(name);
     }
-    if let Some(node) = b.cluster.get().filter(|n| !n.groups().ids().is_empty()) {
-        // A quorum queue's group goes with its record on the nodes that were its members.
-        tokio::spawn(super::quorum::drop_orphans(node));
-    }
+    // A quorum queue's group goes with its record on the nodes that were its members.
+    super::drop_orphans(b);
 }
 
 /// Removes a queue's record and the bindings to it, and the auto-delete exchanges (of those

@@ -41,8 +41,6 @@ const ENQUEUERS: u64 = u64::MAX;
 const DEAD: u64 = 1 << 63;
 /// Commands one group entry carries at most.
 const MOST: usize = 1024;
-/// Members of a new quorum queue's group unless `x-quorum-initial-group-size` says.
-const DEFAULT_SIZE: usize = 3;
 
 /// The journal of a quorum queue led here: its group, written one entry at a time, the
 /// commands made meanwhile waiting to go together in the next.
@@ -372,27 +370,9 @@ async fn load(node: &MetaNode, group: u64) -> Result<Journaled, crate::cluster::
     Ok(out)
 }
 
-/// The members of a new quorum queue led by `leader`: it and the next running nodes by name,
-/// `size` in all (at most one per node, at most the cluster's size).
+/// The group of a new quorum queue led by `leader` ([`super::placement::place`]).
 pub(super) async fn place(node: &Arc<MetaNode>, leader: &str, size: Option<usize>) -> Quorum {
-    let mut running: Vec<String> = node
-        .member_status(std::time::Duration::from_millis(500))
-        .await
-        .into_iter()
-        .filter(|m| m.running && m.member.name != leader)
-        .map(|m| m.member.name)
-        .collect();
-    running.sort();
-    let mut members = vec![leader.to_owned()];
-    members.extend(
-        running
-            .into_iter()
-            .take(size.unwrap_or(DEFAULT_SIZE).saturating_sub(1)),
-    );
-    let mut group: u64 = rand::random();
-    while group == crate::cluster::METADATA_GROUP {
-        group = rand::random();
-    }
+    let (group, members) = super::placement::place(node, leader, size).await;
     Quorum { group, members }
 }
 
@@ -500,7 +480,7 @@ fn rebind(b: &Broker, v: &VHost, name: &str) {
 }
 
 /// The quorum queue whose group is `group`, as the tree has it: (vhost, name, record).
-fn queue_of_group(node: &MetaNode, group: u64) -> Option<(String, String, Vec<u8>)> {
+pub(super) fn queue_of_group(node: &MetaNode, group: u64) -> Option<(String, String, Vec<u8>)> {
     node.read(|t| {
         t.children(&[VHOSTS.to_string()])
             .filter_map(|(path, value)| match path.as_slice() {
@@ -519,7 +499,7 @@ fn queue_of_group(node: &MetaNode, group: u64) -> Option<(String, String, Vec<u8
 /// everything committed, it starts the queue's task from the group's messages (unless it
 /// runs it already) and makes itself the queue's node in the tree. True when done (or when
 /// the queue is gone); false to be asked again.
-async fn take_over(b: Arc<Broker>, group: u64) -> bool {
+pub(super) async fn take_over(b: Arc<Broker>, group: u64) -> bool {
     let Some(node) = b.cluster.get() else {
         return true;
     };
@@ -576,29 +556,6 @@ async fn take_over(b: Arc<Broker>, group: u64) -> bool {
         Err(e) => {
             tracing::warn!(group, error = %e, "cannot record a quorum queue's new leader");
             false
-        }
-    }
-}
-
-/// The hook the groups call when this node comes to lead one ([`take_over`]).
-pub(super) fn leading_hook(b: &Arc<Broker>) -> crate::cluster::groups::LeadingHook {
-    let weak = Arc::downgrade(b);
-    Arc::new(move |group| {
-        let weak = weak.clone();
-        Box::pin(async move {
-            match weak.upgrade() {
-                Some(b) => take_over(b, group).await,
-                None => true,
-            }
-        })
-    })
-}
-
-/// Stops and wipes this node's groups whose queue is no longer in the tree (deleted).
-pub(super) async fn drop_orphans(node: Arc<MetaNode>) {
-    for group in node.groups().ids() {
-        if queue_of_group(&node, group).is_none() {
-            node.groups().delete(group).await;
         }
     }
 }

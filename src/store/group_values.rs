@@ -89,6 +89,22 @@ impl Store {
         })
     }
 
+    /// `group`'s values from key `from` on as last committed, in key order.
+    pub fn group_values_from(
+        &self,
+        group: u64,
+        from: u64,
+    ) -> Result<Vec<(u64, Vec<u8>)>, StoreError> {
+        let txn = self.read_txn()?;
+        let table = txn.open_table(GROUP_VALUES).map_err(io)?;
+        let mut values = Vec::new();
+        for entry in table.range((group, from)..=(group, u64::MAX)).map_err(io)? {
+            let (k, v) = entry.map_err(io)?;
+            values.push((k.value().1, v.value().to_vec()));
+        }
+        Ok(values)
+    }
+
     /// The ids of the Raft groups other than `except` that have a log or state here (the
     /// groups this node is a member of, as last committed).
     pub fn raft_groups(&self, except: u64) -> Result<Vec<u64>, StoreError> {
