@@ -1,9 +1,10 @@
 //! Replicated queue groups across real nodes on loopback (#18): three Warren stores, each with
 //! its node (metadata group, inter-node listener and queue groups) in this process, talking
-//! over TCP. A group's writes from any member are committed on a majority and applied in
-//! order; it survives the loss of its leader's node with a new leader within the failover
-//! bound; a member that was down catches up from the log or a snapshot; appends of many groups
-//! share commits; idle groups send no heartbeats.
+//! over TCP. A group's writes from any member (or from a node that is not one, through the
+//! members) are committed on a majority and applied in order; it survives the loss of its
+//! leader's node with a new leader within the failover bound; a leader restarted at once does
+//! not lead its old term again; a member that was down catches up from the log or a
+//! snapshot; appends of many groups share commits; idle groups send no heartbeats.
 
 mod common;
 
@@ -177,6 +178,17 @@ async fn a_group_commits_writes_from_any_member_and_survives_its_leaders_node() 
         .await
         .expect("committed");
     want.retain(|(k, _)| *k != 2 && *k != 3);
+    // A node that is not a member writes through the members it is told of.
+    let outsider = start("warren@d").await;
+    let reply = outsider
+        .node
+        .groups()
+        .write_via(7, add("from-d".into()), &members(&nodes))
+        .await
+        .expect("committed through a member");
+    assert_eq!(reply.added, vec![41]);
+    want.push((41, "from-d".into()));
+    stop(outsider).await;
     // Answered means applied on the leader.
     assert_eq!(values(&nodes[0], 7).await, want);
 
@@ -195,8 +207,8 @@ async fn a_group_commits_writes_from_any_member_and_survives_its_leaders_node() 
         failover < Duration::from_secs(2),
         "failover took {failover:?}"
     );
-    assert_eq!(reply.added, vec![41]);
-    want.push((41, "after".into()));
+    assert_eq!(reply.added, vec![42]);
+    want.push((42, "after".into()));
     let leader = nodes
         .iter()
         .position(|n| n.node.groups().is_leader(7))
