@@ -120,6 +120,15 @@ async fn a_quorum_queue_keeps_what_was_confirmed_when_its_leaders_node_is_killed
     children[0].start_kill().expect("kill a");
     let _ = children[0].wait().await;
     let killed = Instant::now();
+    // Declared again while no member leads it yet (a client reconnecting after the loss):
+    // declare-ok, as RabbitMQ's, which counts 0 when the leader does not answer, not the
+    // 404 of a classic queue whose node is down.
+    let redeclared = passive(&b, "qq").await;
+    assert!(
+        redeclared.is_ok() && killed.elapsed() < Duration::from_millis(600),
+        "{redeclared:?} after {:?}",
+        killed.elapsed()
+    );
     // What c held unacked comes back from the new leader, flagged redelivered.
     eventually_count(
         &b,

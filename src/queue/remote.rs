@@ -40,6 +40,9 @@ pub struct Home<'a> {
 
 /// Messages forwarded to the home node in one batch at most.
 const PUBLISH_BATCH: usize = 512;
+/// How long a quorum queue's leader has to count its messages and consumers before they
+/// count as none (RabbitMQ's `rabbit_quorum_queue:stat/1`, 250 ms).
+const QUORUM_STATS_TIMEOUT: std::time::Duration = std::time::Duration::from_millis(250);
 /// How often a remote queue with consumers here checks that its home node answers.
 const WATCH_EVERY: std::time::Duration = std::time::Duration::from_secs(1);
 /// Checks in a row the home node may miss before the consumers here are cancelled.
@@ -495,7 +498,18 @@ impl Proxy {
                 });
             }
             QueueCmd::Stats(reply) => {
-                if let Ok(RemoteReply::Stats(ready, consumers)) = self.call(RemoteOp::Stats).await {
+                if self.q.args.quorum {
+                    // A quorum queue whose leader does not answer in time counts nothing, as
+                    // RabbitMQ's does (its other members are there; it is led again soon).
+                    let asked =
+                        tokio::time::timeout(QUORUM_STATS_TIMEOUT, self.call(RemoteOp::Stats));
+                    let _ = reply.send(match asked.await {
+                        Ok(Ok(RemoteReply::Stats(ready, consumers))) => (ready, consumers),
+                        _ => (0, 0),
+                    });
+                } else if let Ok(RemoteReply::Stats(ready, consumers)) =
+                    self.call(RemoteOp::Stats).await
+                {
                     let _ = reply.send((ready, consumers));
                 }
             }
