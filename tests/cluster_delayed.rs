@@ -112,22 +112,6 @@ async fn later_and_late(x_on: &lapin::Connection, q_on: &lapin::Connection) {
     .expect("bound");
 }
 
-/// Connects to `port`, waiting (at most 30 s) for its node to listen.
-async fn connect(port: u16) -> lapin::Connection {
-    let start = Instant::now();
-    loop {
-        if let Ok(Ok(conn)) = tokio::time::timeout(Duration::from_secs(2), amqp(port, "%2F")).await
-        {
-            return conn;
-        }
-        assert!(
-            start.elapsed() < Duration::from_secs(30),
-            "the node listens"
-        );
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn delayed_messages_survive_a_restart_of_every_node_and_go_with_their_exchange() {
     let (specs, mut children, _) = three().await;
@@ -143,7 +127,7 @@ async fn delayed_messages_survive_a_restart_of_every_node_and_go_with_their_exch
     for (i, spec) in specs.iter().enumerate() {
         children[i] = spawn(spec);
     }
-    let c = connect(specs[2].amqp).await;
+    let c = connect_when_up(specs[2].amqp).await;
     eventually_count(
         &c,
         "late",

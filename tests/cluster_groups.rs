@@ -120,6 +120,24 @@ async fn form(nodes: &[Node], group: u64, leader: usize) {
     }
 }
 
+/// `group`'s term as `n` knows it.
+fn term(n: &Node, group: u64) -> u64 {
+    n.node
+        .groups()
+        .metrics(group)
+        .expect("a member")
+        .current_term
+}
+
+/// The nodes that lead `group`, by name, with their term.
+fn leaders(nodes: &[Node], group: u64) -> Vec<(String, u64)> {
+    nodes
+        .iter()
+        .filter(|n| n.node.groups().is_leader(group))
+        .map(|n| (n.node.name().to_string(), term(n, group)))
+        .collect()
+}
+
 fn add(v: String) -> GroupCommand {
     GroupCommand::Add(v.into_bytes())
 }
@@ -270,12 +288,7 @@ async fn a_leader_restarted_at_once_does_not_lead_its_old_term_again() {
             .expect("committed");
         want.push((reply.added[0], v));
     }
-    let term = nodes[0]
-        .node
-        .groups()
-        .metrics(11)
-        .expect("a member")
-        .current_term;
+    let term = term(&nodes[0], 11);
     let (dir, listen, name) = stop(nodes.remove(0)).await;
     // Back at once: its followers still take it for their leader.
     nodes.insert(0, start_in(dir, &name, listen).await);
@@ -292,14 +305,7 @@ async fn a_leader_restarted_at_once_does_not_lead_its_old_term_again() {
         "the group was led again after {:?}",
         cut.elapsed()
     );
-    let leaders: Vec<(String, u64)> = nodes
-        .iter()
-        .filter(|n| n.node.groups().is_leader(11))
-        .map(|n| {
-            let m = n.node.groups().metrics(11).expect("a member");
-            (n.node.name().to_string(), m.current_term)
-        })
-        .collect();
+    let leaders = leaders(&nodes, 11);
     assert_eq!(leaders.len(), 1, "one leader: {leaders:?}");
     assert!(
         leaders[0].1 > term,
@@ -361,12 +367,7 @@ async fn a_restarted_leader_that_lost_entries_its_followers_hold_gives_no_log_id
     for i in 7..10 {
         write(&nodes[0], format!("m{i}"), &mut want).await;
     }
-    let term = nodes[0]
-        .node
-        .groups()
-        .metrics(12)
-        .expect("a member")
-        .current_term;
+    let term = term(&nodes[0], 12);
     let (dir, listen, name) = stop(nodes.remove(0)).await;
     drop(dir);
     nodes.insert(0, start_in(before, &name, listen).await);
@@ -377,14 +378,7 @@ async fn a_restarted_leader_that_lost_entries_its_followers_hold_gives_no_log_id
         "the group was led again after {:?}",
         cut.elapsed()
     );
-    let leaders: Vec<(String, u64)> = nodes
-        .iter()
-        .filter(|n| n.node.groups().is_leader(12))
-        .map(|n| {
-            let m = n.node.groups().metrics(12).expect("a member");
-            (n.node.name().to_string(), m.current_term)
-        })
-        .collect();
+    let leaders = leaders(&nodes, 12);
     assert!(
         leaders.len() == 1 && leaders[0].1 > term && leaders[0].0 != name,
         "led by {name} in term {term} before the restart; after it: {leaders:?}"

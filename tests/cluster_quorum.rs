@@ -216,18 +216,7 @@ async fn a_quorum_queue_keeps_what_was_confirmed_when_its_leaders_node_is_killed
 
     // a comes back: a member again, its handle on the queue points at the new leader.
     children[0] = spawn(&specs[0]);
-    let a = {
-        let start = Instant::now();
-        loop {
-            if let Ok(Ok(conn)) =
-                tokio::time::timeout(Duration::from_secs(2), amqp(specs[0].amqp, "%2F")).await
-            {
-                break conn;
-            }
-            assert!(start.elapsed() < Duration::from_secs(30), "a restarts");
-            tokio::time::sleep(Duration::from_millis(200)).await;
-        }
-    };
+    let a = connect_when_up(specs[0].amqp).await;
     publish_confirmed(&a, "", "qq", "after", 3).await;
     eventually_count(&b, "qq", 3, "published through the restarted node").await;
     let got = drain(&a, "qq").await;

@@ -1,11 +1,27 @@
 //! lapin helpers the multi-node queue tests share: bounded steps, channels, passive counts,
 //! confirmed publishes.
 
-use super::cluster::reply_code;
+use super::cluster::{amqp, reply_code};
 use lapin::options::{BasicAckOptions, BasicGetOptions, BasicPublishOptions, QueueDeclareOptions};
 use lapin::types::FieldTable;
 use lapin::{BasicProperties, Channel, Connection};
 use std::time::{Duration, Instant};
+
+/// Connects to `port`, waiting (at most 30 s) for a node that is starting to listen.
+pub async fn connect_when_up(port: u16) -> Connection {
+    let start = Instant::now();
+    loop {
+        if let Ok(Ok(conn)) = tokio::time::timeout(Duration::from_secs(2), amqp(port, "%2F")).await
+        {
+            return conn;
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(30),
+            "the node listens"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
 
 /// How long one step of a test may take.
 pub const STEP: Duration = Duration::from_secs(10);
